@@ -1,0 +1,135 @@
+//go:build linux
+
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RunDir is where [New] pins the namespaces it creates.
+const RunDir = "/run/netns"
+
+// ErrNotNetNS is returned when a path exists but is not a network namespace.
+var ErrNotNetNS = errors.New("netns: not a network namespace")
+
+var seq atomic.Uint64
+
+// Do runs fn inside the network namespace at path. The path must be
+// absolute. A missing path yields an error that satisfies
+// errors.Is(err, fs.ErrNotExist).
+func Do(path string, fn func() error) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("netns: path %q is not absolute", path)
+	}
+	target, err := openNS(path)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Deliberately no UnlockOSThread when the thread could not be
+		// restored: the runtime then terminates the thread.
+		orig, err := os.Open(threadNSPath())
+		if err != nil {
+			errc <- fmt.Errorf("netns: open current namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("netns: enter %s: %w", path, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("netns: restore namespace: %w", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// openNS opens path and verifies that it is a network namespace.
+func openNS(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("netns: statfs %s: %w", path, err)
+	}
+	if st.Type != unix.NSFS_MAGIC && st.Type != unix.PROC_SUPER_MAGIC {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrNotNetNS, path)
+	}
+	return f, nil
+}
+
+func threadNSPath() string {
+	return fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+}
+
+// New creates a new network namespace pinned at RunDir/<unique name> and
+// returns its path.
+func New() (string, error) {
+	if err := os.MkdirAll(RunDir, 0o755); err != nil {
+		return "", fmt.Errorf("netns: %w", err)
+	}
+	name := "ocicni-" + strconv.Itoa(os.Getpid()) + "-" +
+		strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-" + strconv.FormatUint(seq.Add(1), 10)
+	path := filepath.Join(RunDir, name)
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return "", fmt.Errorf("netns: create %s: %w", path, err)
+	}
+	f.Close()
+
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: it ends up in the new namespace
+		// and is discarded when this goroutine returns.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("netns: unshare: %w", err)
+			return
+		}
+		if err := unix.Mount(threadNSPath(), path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("netns: bind mount %s: %w", path, err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+// Remove unmounts and deletes a namespace created by [New]. A path that no
+// longer exists is not an error.
+func Remove(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("netns: unmount %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("netns: %w", err)
+	}
+	return nil
+}

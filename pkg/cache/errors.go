@@ -1,0 +1,69 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrCorruptEntry marks a file that cannot be a valid cache entry: it is
+	// empty, truncated, not JSON, of another kind, or misses a required field.
+	// Match it with errors.Is; the *[EntryError] carries the file's details.
+	ErrCorruptEntry = errors.New("cache: corrupt entry")
+
+	// ErrInvalidName marks a network name, container ID or interface name
+	// that cannot safely become part of a file path. See [ValidateName].
+	ErrInvalidName = errors.New("cache: invalid name")
+
+	// ErrOutsideResults is returned by [Cache.RemoveFile] for a path that is
+	// not a file directly inside [Cache.ResultsDir].
+	ErrOutsideResults = errors.New("cache: path is not inside the results directory")
+)
+
+// EntryError reports a cache file that could not be read or parsed. Network,
+// ContainerID and IfName hold whatever could be learned from the file name
+// and the file content; any of them may be empty.
+//
+// Err is the cause. For a corrupt file errors.Is(err, [ErrCorruptEntry])
+// holds; for a read failure Err is the error from the os package, so
+// errors.Is(err, fs.ErrNotExist) and similar checks work.
+type EntryError struct {
+	Path        string
+	Network     string
+	ContainerID string
+	IfName      string
+	Err         error
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("cache entry %s: %v", e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *EntryError) Unwrap() error { return e.Err }
+
+// InvalidNameError reports why a name was rejected by [ValidateName].
+// It unwraps to [ErrInvalidName].
+type InvalidNameError struct {
+	Field  string // "network", "container ID" or "ifname"
+	Value  string
+	Reason string
+}
+
+func (e *InvalidNameError) Error() string {
+	return fmt.Sprintf("cache: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns [ErrInvalidName].
+func (e *InvalidNameError) Unwrap() error { return ErrInvalidName }
+
+// corrupt wraps cause so that the result matches both ErrCorruptEntry and
+// cause.
+func corrupt(cause error) error {
+	return fmt.Errorf("%w: %w", ErrCorruptEntry, cause)
+}
+
+// corruptf is corrupt for a cause that is only a message.
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorruptEntry}, args...)...)
+}

@@ -1,0 +1,192 @@
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// KindOrderV1 is the "kind" of the attachment-order files this package
+// writes.
+const KindOrderV1 = "ocicniOrderV1"
+
+// tmpPrefix starts the names of WriteOrder's temporary files. Container IDs
+// cannot start with '.', so no order file is ever named like this.
+const tmpPrefix = ".tmp-"
+
+// Attachment is one (network, ifname) pair, in the order ADD attached them.
+type Attachment struct {
+	Network string `json:"network"`
+	IfName  string `json:"ifName"`
+}
+
+type orderFile struct {
+	Kind        string       `json:"kind"`
+	ContainerID string       `json:"containerId"`
+	Attachments []Attachment `json:"attachments"`
+}
+
+// OrdersDir returns the directory of the attachment-order files,
+// <dir>/ocicni/attachments.
+func (c *Cache) OrdersDir() string {
+	return filepath.Join(c.Dir(), "ocicni", "attachments")
+}
+
+func (c *Cache) orderPath(id string) (string, error) {
+	if err := ValidateName(FieldContainerID, id); err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(id, ".") {
+		return "", &InvalidNameError{Field: FieldContainerID, Value: id, Reason: "starts with '.'"}
+	}
+	return filepath.Join(c.OrdersDir(), id), nil
+}
+
+// WriteOrder records the attachments of container id, in order, replacing
+// any earlier record. The write is atomic: a temporary file in the same
+// directory is written, synced and renamed over <dir>/ocicni/attachments/<id>.
+// Files are created 0600 and directories 0700. id and every name are checked
+// with [ValidateName].
+func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
+	path, err := c.orderPath(id)
+	if err != nil {
+		return err
+	}
+	for _, a := range atts {
+		if err := ValidateName(FieldNetwork, a.Network); err != nil {
+			return err
+		}
+		if err := ValidateName(FieldIfName, a.IfName); err != nil {
+			return err
+		}
+	}
+	if atts == nil {
+		atts = []Attachment{}
+	}
+	data, err := json.Marshal(orderFile{Kind: KindOrderV1, ContainerID: id, Attachments: atts})
+	if err != nil {
+		return fmt.Errorf("cache: write order %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("cache: write order: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, tmpPrefix+id+"-*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("cache: write order: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("cache: write order: %w", err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("cache: write order: %w", err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("cache: write order: %w", err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("cache: write order: %w", err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+// syncDir makes a rename in dir durable. It is best effort: the file is
+// already complete and in place.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}
+
+// ReadOrder returns the attachments recorded for container id. It returns
+// (nil, nil) when there is no record, and a non-nil (possibly empty) slice
+// otherwise. A corrupt record gives an *[EntryError] matching
+// [ErrCorruptEntry].
+func (c *Cache) ReadOrder(id string) ([]Attachment, error) {
+	path, err := c.orderPath(id)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &EntryError{Path: path, ContainerID: id, Err: err}
+	}
+	atts, err := parseOrder(id, data)
+	if err != nil {
+		return nil, &EntryError{Path: path, ContainerID: id, Err: err}
+	}
+	return atts, nil
+}
+
+func parseOrder(id string, data []byte) ([]Attachment, error) {
+	if len(data) == 0 {
+		return nil, corruptf("empty file")
+	}
+	var f orderFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, corrupt(err)
+	}
+	switch {
+	case f.Kind != KindOrderV1:
+		return nil, corruptf("kind is %q, want %q", f.Kind, KindOrderV1)
+	case f.ContainerID != id:
+		return nil, corruptf("containerId is %q, want %q", f.ContainerID, id)
+	case f.Attachments == nil:
+		return nil, corruptf("missing attachments")
+	}
+	for i, a := range f.Attachments {
+		if a.Network == "" || a.IfName == "" {
+			return nil, corruptf("attachment %d misses network or ifName", i)
+		}
+	}
+	return f.Attachments, nil
+}
+
+// RemoveOrder deletes the record of container id. An absent record is not
+// an error.
+func (c *Cache) RemoveOrder(id string) error {
+	path, err := c.orderPath(id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &EntryError{Path: path, ContainerID: id, Err: err}
+	}
+	return nil
+}
+
+// ListOrders returns, sorted, the container IDs that have an order record.
+// A missing directory yields (nil, nil). Temporary files of an interrupted
+// [Cache.WriteOrder] are skipped.
+func (c *Cache) ListOrders() ([]string, error) {
+	des, err := os.ReadDir(c.OrdersDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: list orders: %w", err)
+	}
+	var ids []string
+	for _, de := range des {
+		if de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		ids = append(ids, de.Name())
+	}
+	return ids, nil
+}

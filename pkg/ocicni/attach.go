@@ -1,0 +1,169 @@
+package ocicni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// plan is one attachment to act on: the network list and the runtime
+// configuration to run it with.
+type plan struct {
+	NetAttachment
+	list   *libcni.NetworkConfigList // nil: neither loaded nor cached
+	rt     *libcni.RuntimeConf
+	policy TeardownPolicy
+	// corrupt is the path of a corrupt cache file for this attachment,
+	// removed once DEL with the current config succeeds.
+	corrupt string
+}
+
+// acquire takes the shared gate and the pod's lock, in the documented
+// order, and returns their release.
+func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
+	if m.closed.Load() {
+		return nil, ErrShutdown
+	}
+	if err := m.gate.rlock(ctx); err != nil {
+		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
+	}
+	unlockPod, err := m.pods.lock(ctx, id)
+	if err != nil {
+		m.gate.runlock()
+		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
+	}
+	return func() {
+		unlockPod()
+		m.gate.runlock()
+	}, nil
+}
+
+func (m *Manager) podLog(pod *PodNetwork) *logrus.Entry {
+	return m.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
+}
+
+func planLog(log *logrus.Entry, p *plan, verb string) *logrus.Entry {
+	return log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": verb})
+}
+
+// SetUpPod attaches the pod to its networks. See [Manager.SetUpPodWithContext].
+//
+//nolint:gocritic // signature fixed by the compatible API
+func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
+	return m.SetUpPodWithContext(context.Background(), pod)
+}
+
+// SetUpPodWithContext brings up lo in the pod's netns and attaches the
+// requested networks in order (the default network when none are named).
+// It returns one result per network, in request order. When an ADD fails,
+// the attachments made so far and the failed one are deleted again
+// (rollback) before the error, a *[SetupError], is returned.
+//
+//nolint:gocritic // signature fixed by the compatible API
+func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+	if err := checkPodArgs(&pod); err != nil {
+		return nil, err
+	}
+	if err := checkNetNS(pod.NetNS); err != nil {
+		return nil, err
+	}
+	set := m.snapshot()
+	atts, err := assignIfnames(pod.Networks, set.defaultName)
+	if err != nil {
+		return nil, m.explainDefault(err, set)
+	}
+	plans := make([]*plan, 0, len(atts))
+	for _, att := range atts {
+		var n *network
+		if n, set, err = m.lookup(ctx, set, att.Name); err != nil {
+			return nil, err
+		}
+		rt, err := buildRuntimeConf(&pod, att)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, &plan{NetAttachment: att, list: n.list, rt: rt, policy: n.policy})
+	}
+
+	release, err := m.acquire(ctx, pod.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	log := m.podLog(&pod)
+
+	if err := bringUpLoopback(pod.NetNS); err != nil {
+		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
+	}
+	order := make([]cache.Attachment, len(plans))
+	for i, p := range plans {
+		order[i] = cache.Attachment{Network: p.Name, IfName: p.Ifname}
+	}
+	if err := m.cache.WriteOrder(pod.ID, order); err != nil {
+		log.WithError(err).Warn("Cannot record attachment order; teardown will use the fallback order")
+	}
+
+	results := make([]NetResult, 0, len(plans))
+	for i, p := range plans {
+		planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Info("Adding pod to CNI network")
+		res, err := m.cni.AddNetworkList(ctx, p.list, p.rt)
+		if err != nil {
+			addErr := &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}
+			return nil, m.rollback(ctx, &pod, plans[:i+1], addErr, log)
+		}
+		results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})
+	}
+	return results, nil
+}
+
+// rollback deletes, in reverse order and best effort, the attachments of a
+// failed setup, including the one whose ADD failed. It runs under its own
+// timeout even when ctx has expired.
+func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, addErr error, log *logrus.Entry) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.rollbackTimeout)
+	defer cancel()
+	log.WithError(addErr).Warn("Setup failed; rolling back")
+	reversed := make([]*plan, len(plans))
+	for i, p := range plans {
+		reversed[len(plans)-1-i] = p
+	}
+	outcomes := m.deleteAll(rctx, reversed, log, "rollback")
+	serr := &SetupError{ContainerID: pod.ID, Err: addErr}
+	for _, o := range outcomes {
+		if o.Failure() {
+			serr.Rollback = &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
+			return serr
+		}
+	}
+	if err := m.cache.RemoveOrder(pod.ID); err != nil {
+		log.WithError(err).Warn("Cannot remove attachment order record")
+	}
+	return serr
+}
+
+// explainDefault turns a missing default network into an error that says
+// where configs were looked for and why files were skipped.
+func (m *Manager) explainDefault(err error, set *networkSet) error {
+	if !errors.Is(err, ErrNoDefaultNetwork) {
+		return err
+	}
+	return m.noDefaultError(set)
+}
+
+func (m *Manager) noDefaultError(set *networkSet) error {
+	if set.defaultName != "" {
+		return fmt.Errorf("%w: %w", ErrNoDefaultNetwork, set.notFound(set.defaultName, m.opts.confDir))
+	}
+	err := fmt.Errorf("%w: no valid CNI configuration in %s. Has your network provider started?",
+		ErrNoDefaultNetwork, m.opts.confDir)
+	errs := []error{err}
+	for _, sk := range set.skipped {
+		errs = append(errs, sk)
+	}
+	return errors.Join(errs...)
+}

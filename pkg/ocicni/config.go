@@ -1,0 +1,319 @@
+package ocicni
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/sirupsen/logrus"
+)
+
+// confExtensions are the file types read from the conf dir.
+var confExtensions = []string{".conf", ".conflist", ".json"}
+
+// versionTimeout bounds one plugin VERSION call during a reload.
+const versionTimeout = 10 * time.Second
+
+// network is one loaded, validated network.
+type network struct {
+	name   string
+	file   string
+	list   *libcni.NetworkConfigList
+	policy TeardownPolicy // empty: the manager's default
+}
+
+// networkSet is an immutable snapshot of the loaded networks. A reload
+// builds a new one and swaps it in whole.
+type networkSet struct {
+	byName      map[string]*network
+	defaultName string
+	skipped     []*ConfigError // files that were not loaded, in file order
+}
+
+func (s *networkSet) defaultNetwork() *network {
+	if s.defaultName == "" {
+		return nil
+	}
+	return s.byName[s.defaultName]
+}
+
+// notFound builds the error for a network that is not loaded, with the
+// reasons its files were skipped.
+func (s *networkSet) notFound(name, confDir string) error {
+	e := &NetworkNotFoundError{Network: name, ConfDir: confDir}
+	for _, sk := range s.skipped {
+		if sk.Network == name {
+			e.Skipped = append(e.Skipped, sk)
+		}
+	}
+	return e
+}
+
+// fileStamp identifies one version of a file without reading it.
+type fileStamp struct {
+	size  int64
+	mtime int64
+	ctime int64
+	ino   uint64
+}
+
+func stampOf(fi fs.FileInfo) fileStamp {
+	s := fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.ino = st.Ino
+		s.ctime = st.Ctim.Nano()
+	}
+	return s
+}
+
+type parsedFile struct {
+	stamp fileStamp
+	list  *libcni.NetworkConfigList
+	err   *ConfigError
+}
+
+type versionKey struct {
+	path  string
+	stamp fileStamp
+}
+
+// loader reads the conf dir. It remembers parsed files and plugin VERSION
+// answers, so a reload costs in proportion to what changed.
+type loader struct {
+	confDir string
+	binDirs []string
+	fixed   string // the default network's fixed name, if any
+	exec    invoke.Exec
+	log     *logrus.Entry
+
+	mu       sync.Mutex // serializes reloads; guards files and versions
+	files    map[string]*parsedFile
+	versions map[versionKey]version.PluginInfo
+}
+
+func newLoader(o *options, exec invoke.Exec, log *logrus.Entry) *loader {
+	return &loader{
+		confDir:  o.confDir,
+		binDirs:  o.binDirs,
+		fixed:    o.defaultNet,
+		exec:     exec,
+		log:      log,
+		files:    make(map[string]*parsedFile),
+		versions: make(map[versionKey]version.PluginInfo),
+	}
+}
+
+// load builds a new network set from the conf dir. Invalid files are
+// skipped and recorded; an error is returned only if the dir is unreadable.
+func (l *loader) load(ctx context.Context) (*networkSet, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	paths, err := libcni.ConfFiles(l.confDir, confExtensions)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: reading conf dir %s: %w", l.confDir, err)
+	}
+	slices.Sort(paths)
+
+	set := &networkSet{byName: make(map[string]*network)}
+	seen := make(map[string]bool, len(paths))
+	var firstValid string
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // removed since the listing
+		}
+		seen[path] = true
+		pf := l.files[path]
+		if pf == nil || pf.stamp != stampOf(fi) {
+			pf = parseFile(path, stampOf(fi))
+			l.files[path] = pf
+		}
+		if pf.err != nil {
+			if !errors.Is(pf.err, fs.ErrNotExist) {
+				set.skipped = append(set.skipped, pf.err)
+			}
+			continue
+		}
+		if cerr := l.validate(ctx, path, pf.list); cerr != nil {
+			set.skipped = append(set.skipped, cerr)
+			continue
+		}
+		name := pf.list.Name
+		if prev, dup := set.byName[name]; dup {
+			l.log.WithFields(logrus.Fields{"network": name, "file": path, "loaded": prev.file}).
+				Warn("Ignoring duplicate network name; the first file in name order wins")
+			continue
+		}
+		policy, perr := policyFromBytes(pf.list.Bytes)
+		if perr != nil {
+			set.skipped = append(set.skipped, &ConfigError{File: path, Network: name, Err: perr})
+			continue
+		}
+		set.byName[name] = &network{name: name, file: path, list: pf.list, policy: policy}
+		if firstValid == "" {
+			firstValid = name
+		}
+	}
+	for path := range l.files {
+		if !seen[path] {
+			delete(l.files, path)
+		}
+	}
+	set.defaultName = firstValid
+	if l.fixed != "" {
+		set.defaultName = l.fixed
+	}
+	return set, nil
+}
+
+// parseFile reads one config file into a network list.
+func parseFile(path string, stamp fileStamp) *parsedFile {
+	pf := &parsedFile{stamp: stamp}
+	fail := func(network string, err error) *parsedFile {
+		pf.err = &ConfigError{File: path, Network: network, Err: err}
+		return pf
+	}
+	var list *libcni.NetworkConfigList
+	if strings.HasSuffix(path, ".conflist") {
+		l, err := libcni.NetworkConfFromFile(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fail("", err)
+			}
+			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		}
+		list = l
+	} else {
+		conf, err := libcni.ConfFromFile(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fail("", err)
+			}
+			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		}
+		if conf.Network.Type == "" {
+			return fail(conf.Network.Name, fmt.Errorf("%w: no plugin \"type\" (is this a .conflist?)", ErrInvalidConfig))
+		}
+		if list, err = libcni.ConfListFromConf(conf); err != nil {
+			return fail(conf.Network.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		}
+	}
+	switch {
+	case list.Name == "":
+		return fail("", fmt.Errorf("%w: no network name", ErrInvalidConfig))
+	case len(list.Plugins) == 0:
+		return fail(list.Name, fmt.Errorf("%w: no plugins", ErrInvalidConfig))
+	}
+	if err := checkName("network name", list.Name); err != nil {
+		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if list.CNIVersion != "" {
+		if _, _, _, err := version.ParseVersion(list.CNIVersion); err != nil {
+			return fail(list.Name, fmt.Errorf("%w: cniVersion: %w", ErrInvalidConfig, err))
+		}
+	}
+	for i, p := range list.Plugins {
+		if p.Network.Type == "" {
+			return fail(list.Name, fmt.Errorf("%w: plugin %d has no type", ErrInvalidConfig, i))
+		}
+	}
+	pf.list = list
+	return pf
+}
+
+// peekName extracts a network name from a file that failed to parse, so
+// that a request for that network can say why it is missing.
+func peekName(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	return v.Name
+}
+
+// policyFromBytes reads the per-network teardown policy key.
+func policyFromBytes(b []byte) (TeardownPolicy, error) {
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	raw, ok := v[TeardownPolicyKey]
+	if !ok {
+		return "", nil
+	}
+	var p TeardownPolicy
+	if err := json.Unmarshal(raw, &p); err != nil || !p.valid() {
+		return "", fmt.Errorf("%w: %s must be %q or %q, got %s", ErrInvalidConfig, TeardownPolicyKey, Strict, Tolerant, raw)
+	}
+	return p, nil
+}
+
+// validate checks that every plugin binary exists and supports the list's
+// version. VERSION answers are remembered per binary path, size and times.
+func (l *loader) validate(ctx context.Context, file string, list *libcni.NetworkConfigList) *ConfigError {
+	want := list.CNIVersion
+	if want == "" {
+		want = "0.1.0"
+	}
+	for _, p := range list.Plugins {
+		path, err := l.exec.FindInPath(p.Network.Type, l.binDirs)
+		if err != nil {
+			return &ConfigError{File: file, Network: list.Name, Err: err}
+		}
+		info, err := l.versionInfo(ctx, path)
+		if err != nil {
+			return &ConfigError{File: file, Network: list.Name,
+				Err: fmt.Errorf("plugin %q: VERSION failed: %w", p.Network.Type, err)}
+		}
+		if !slices.Contains(info.SupportedVersions(), want) {
+			return &ConfigError{File: file, Network: list.Name,
+				Err: fmt.Errorf("%w: plugin %q (%s) supports %v, config wants %q",
+					ErrUnsupportedVersion, p.Network.Type, path, info.SupportedVersions(), want)}
+		}
+	}
+	return nil
+}
+
+// versionInfo returns a plugin's VERSION answer; l.mu must be held.
+func (l *loader) versionInfo(ctx context.Context, path string) (version.PluginInfo, error) {
+	var key versionKey
+	if fi, err := os.Stat(path); err == nil {
+		key = versionKey{path: path, stamp: stampOf(fi)}
+		if info, ok := l.versions[key]; ok {
+			return info, nil
+		}
+	}
+	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	info, err := invoke.GetVersionInfo(vctx, path, l.exec)
+	if err != nil {
+		return nil, err
+	}
+	if key.path != "" {
+		for k := range l.versions {
+			if k.path == path {
+				delete(l.versions, k) // a replaced binary
+			}
+		}
+		l.versions[key] = info
+	}
+	return info, nil
+}

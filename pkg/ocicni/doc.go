@@ -1,0 +1,115 @@
+// Package ocicni attaches pod sandboxes to CNI networks and detaches them
+// again without leaking addresses, interfaces or cache entries.
+//
+// It is source-compatible with github.com/cri-o/ocicni/pkg/ocicni: the
+// types, constants, the [CNIPlugin] interface and the [InitCNI] family are
+// the same, so a runtime switches by changing its import path. New
+// capability comes through [New] and its options, and through new types
+// such as [TeardownError] and [Outcome].
+//
+// # Lifecycle
+//
+// [New] reads the conf dir (".conflist", ".conf" and ".json" files, in file
+// name order; a ".conf" or ".json" file becomes a single-plugin list) and,
+// unless [WithoutWatcher] is given, watches it and the bin dirs with
+// fsnotify. Created, written, renamed-in and removed files take effect
+// without a restart; a burst of events becomes one reload; a conf dir that
+// does not exist yet, or is deleted and recreated, is picked up when it
+// appears. A file that cannot be used (bad JSON, no name, no plugins, a
+// version its plugins do not support, a plugin binary missing from every
+// bin dir) is skipped and logged, and [Manager.Skipped] says why; a request
+// for its network fails with a [NetworkNotFoundError] that carries the
+// reason. When two files declare one network, the first in name order wins.
+//
+// The default network is the one named with [WithDefaultNetwork];
+// otherwise it is the first valid file's network, and it follows the
+// directory. [Manager.Shutdown] stops the watcher, waits for it, and may be
+// called twice.
+//
+// A reload builds a new network set off to the side and swaps it in
+// atomically, so an operation never sees half a reload. It re-parses only
+// files whose size or times changed, and runs a plugin's VERSION only when
+// that binary's path, size or times changed.
+//
+// # Locking
+//
+// Operations on one sandbox (keyed by its ID) are serialized; operations on
+// different sandboxes run concurrently. The lock order is: the GC gate
+// (held shared by pod operations and exclusively by [Manager.GC]), then the
+// sandbox's lock, then the loader's reload lock. The network set is an
+// atomic pointer, so neither [Manager.Status] nor a new pod ever waits for
+// a reload or for another pod's plugins, and no lock that they need is held
+// while a plugin runs. Every lock wait respects the context.
+//
+// # Setup
+//
+// [Manager.SetUpPodWithContext] validates the request before any plugin
+// runs (see "Bad input"), sets lo up in the netns without a plugin, records
+// the attachment order in the cache, and runs ADD for each network in
+// order, with the CNI_ARGS and runtime-config capabilities ocicni passes
+// (portMappings, bandwidth, ipRanges, aliases, cgroupPath,
+// io.kubernetes.cri.pod-annotations, static IP and MAC). Interface names
+// are the requested ones, or eth0, eth1, ... skipping names already taken.
+//
+// When network k fails ADD, the manager runs DEL for network k and then
+// for networks k-1 ... 0, best effort, under its own timeout
+// ([WithRollbackTimeout]) even when the caller's context has expired, and
+// returns a [SetupError] holding the ADD error and any rollback failures.
+//
+// # Teardown semantics
+//
+//   - Every attachment gets its DEL, even after earlier ones failed.
+//   - With PodNetwork.Networks empty, the attachments are the container's
+//     libcni cache entries, deduplicated by (network, ifname). Two networks
+//     that claim the same ifname are both deleted, with a warning. Requested
+//     networks are deleted exactly as requested, never widened.
+//   - DELs run in the reverse of the recorded ADD order. Attachments that
+//     are missing from the record run first, by network then interface name,
+//     descending.
+//   - DEL uses the cached config and runtime args, so it works after the
+//     config file changed or was removed, or with an empty conf dir. Without
+//     a cache entry it uses the loaded config; with neither, the attachment
+//     is reported as [NoConfig], a warning.
+//   - A corrupt cache entry is deleted with the loaded config when there is
+//     one, and reported as a failure when there is not.
+//   - Each attachment's [Outcome] is classified: [Deleted], [AlreadyGone]
+//     (code 3; counts as success), [RetryLater] (code 11, an expired
+//     context, a plugin binary that is gone), or [Failed].
+//   - Under the [Strict] policy (the default) failures are returned as a
+//     [TeardownError], which names each failed network and ifname and
+//     unwraps to one [NetworkError] per failure, so errors.As reaches the
+//     plugin's *types.Error. Under [Tolerant] they are logged and nil is
+//     returned. Either way the failed attachments' cache entries are kept,
+//     so a retry or GC still has their config. A network can override the
+//     policy with the top-level key [TeardownPolicyKey] in its config file:
+//     "ocicni.teardownPolicy": "tolerant".
+//   - Teardown is idempotent, and a netns that was already deleted does not
+//     stop the DELs that release IPAM reservations.
+//
+// [Manager.TearDownPodOutcomes] returns the outcomes as values whatever the
+// policy.
+//
+// # Status and GC
+//
+// [Manager.GetPodNetworkStatusWithContext] runs CHECK for networks at CNI
+// 0.4.0 or later and returns the cached result, or the addresses read from
+// the netns when there is none. [Manager.StatusWithContext] fails while
+// there is no default network and runs STATUS on it at CNI 1.1.0 or later.
+// [Manager.GC] deletes every cached attachment that no valid pod owns, with
+// its cached config, then sends the GC verb to networks at 1.1.0 or later.
+//
+// # Bad input
+//
+// Empty or hostile container IDs, interface names and network names (path
+// separators, "..", control characters), a relative or missing netns path
+// on setup, an invalid static IP or MAC, duplicate requested interface
+// names, and pod names, namespaces or UIDs containing ";" or "=" (which
+// would inject CNI_ARGS keys) are rejected with an [InvalidArgumentError]
+// before any file is touched or any plugin runs.
+//
+// # Cache layout
+//
+// The libcni result cache is read only through package
+// github.com/seed-671fdd43/ocicni/pkg/cache, which also keeps the
+// attachment order record outside libcni's results directory.
+package ocicni

@@ -1,0 +1,145 @@
+package ocicni
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrNoDefaultNetwork means no valid default network is loaded.
+	ErrNoDefaultNetwork = errors.New("ocicni: no default network")
+	// ErrNetworkNotFound means a requested network is not loaded.
+	ErrNetworkNotFound = errors.New("ocicni: network not found")
+	// ErrInvalidArgument marks bad input from the caller: an empty or
+	// hostile container ID, interface name or network name, a bad netns
+	// path, static IP or MAC, duplicate interface names, or a CNI_ARGS value
+	// that would inject a key.
+	ErrInvalidArgument = errors.New("ocicni: invalid argument")
+	// ErrInvalidConfig marks a configuration file that cannot be used.
+	ErrInvalidConfig = errors.New("ocicni: invalid network configuration")
+	// ErrPluginNotFound means a plugin binary is missing from every bin dir.
+	ErrPluginNotFound = errors.New("ocicni: plugin binary not found")
+	// ErrUnsupportedVersion means a plugin does not support the
+	// configuration's cniVersion.
+	ErrUnsupportedVersion = errors.New("ocicni: plugin does not support the config version")
+	// ErrShutdown is returned by operations after [Manager.Shutdown].
+	ErrShutdown = errors.New("ocicni: manager is shut down")
+	// ErrNoConfig means an attachment has neither a loaded config nor a
+	// cache entry, so no plugin can be run for it.
+	ErrNoConfig = errors.New("ocicni: no config and no cache entry for attachment")
+)
+
+// InvalidArgumentError names the offending field of a rejected request.
+// It satisfies errors.Is(err, ErrInvalidArgument).
+type InvalidArgumentError struct {
+	Field  string
+	Value  string
+	Reason string
+	Err    error // optional cause
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return fmt.Sprintf("ocicni: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidArgument.
+func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// Unwrap returns the underlying cause, if any.
+func (e *InvalidArgumentError) Unwrap() error { return e.Err }
+
+func invalidArg(field, value, reason string) error {
+	return &InvalidArgumentError{Field: field, Value: value, Reason: reason}
+}
+
+// ConfigError explains why a configuration file was skipped. Err wraps
+// one of ErrInvalidConfig, ErrPluginNotFound or ErrUnsupportedVersion.
+type ConfigError struct {
+	File    string
+	Network string // empty when the file could not be parsed far enough
+	Err     error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Network != "" {
+		return fmt.Sprintf("config file %s (network %q) skipped: %v", e.File, e.Network, e.Err)
+	}
+	return fmt.Sprintf("config file %s skipped: %v", e.File, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// NetworkNotFoundError is returned when a requested network is not loaded.
+// Skipped lists the files that declare that network but were skipped, with
+// the reason. It satisfies errors.Is(err, ErrNetworkNotFound).
+type NetworkNotFoundError struct {
+	Network string
+	ConfDir string
+	Skipped []*ConfigError
+}
+
+func (e *NetworkNotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ocicni: network %q not found in %s", e.Network, e.ConfDir)
+	for _, s := range e.Skipped {
+		b.WriteString("; ")
+		b.WriteString(s.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrNetworkNotFound and every skip reason.
+func (e *NetworkNotFoundError) Unwrap() []error {
+	errs := []error{ErrNetworkNotFound}
+	for _, s := range e.Skipped {
+		errs = append(errs, s)
+	}
+	return errs
+}
+
+// NetworkError is the failure of one verb on one attachment. It unwraps to
+// the cause, so a plugin's *types.Error stays reachable with errors.As.
+type NetworkError struct {
+	Network string
+	IfName  string
+	Verb    string // ADD, CHECK, DEL, GC or STATUS
+	Err     error
+}
+
+func (e *NetworkError) Error() string {
+	if e.IfName == "" {
+		return fmt.Sprintf("%s network %q: %v", e.Verb, e.Network, e.Err)
+	}
+	return fmt.Sprintf("%s network %q (ifname %q): %v", e.Verb, e.Network, e.IfName, e.Err)
+}
+
+func (e *NetworkError) Unwrap() error { return e.Err }
+
+// SetupError is returned when a SetUpPod fails. Err is the failure of
+// the attachment that stopped setup (a *NetworkError for a plugin failure),
+// and Rollback describes the DELs that undid the attachments already made,
+// nil when every rollback DEL succeeded.
+type SetupError struct {
+	ContainerID string
+	Err         error
+	Rollback    *TeardownError
+}
+
+func (e *SetupError) Error() string {
+	msg := fmt.Sprintf("ocicni: setting up pod %s: %v", e.ContainerID, e.Err)
+	if e.Rollback != nil {
+		msg += "; rollback also failed: " + e.Rollback.summary()
+	}
+	return msg
+}
+
+// Unwrap returns the setup failure followed by every rollback failure.
+func (e *SetupError) Unwrap() []error {
+	errs := []error{e.Err}
+	if e.Rollback != nil {
+		errs = append(errs, e.Rollback.Unwrap()...)
+	}
+	return errs
+}

@@ -1,0 +1,178 @@
+package ocicni
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// Manager attaches pod sandboxes to CNI networks and detaches them again.
+// It implements [CNIPlugin]. Create one with [New].
+type Manager struct {
+	opts  options
+	log   *logrus.Entry
+	exec  invoke.Exec
+	cni   *libcni.CNIConfig
+	cache *cache.Cache
+
+	// Lock order: gate (shared by pod operations, exclusive for GC), then
+	// the pod's lock in pods, then loader.mu (reloads only). nets is an
+	// atomic pointer read without locks, so Status and new pods never wait
+	// for a reload, and no lock that another pod or Status needs is held
+	// while a plugin runs.
+	gate   *gate
+	pods   *podLocks
+	loader *loader
+	nets   atomic.Pointer[networkSet]
+
+	ctx      context.Context // cancelled by Shutdown; owns the watcher
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	shutdown sync.Once
+	closed   atomic.Bool
+}
+
+var _ CNIPlugin = (*Manager)(nil)
+
+// New creates a manager, loads the conf dir and, unless [WithoutWatcher]
+// is given, starts watching it.
+func New(opts ...Option) (*Manager, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.log == nil {
+		o.log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if o.exec == nil {
+		o.exec = newDefaultExec()
+	}
+	exec := typedExec{inner: o.exec}
+	m := &Manager{
+		opts:  o,
+		log:   o.log,
+		exec:  exec,
+		cni:   libcni.NewCNIConfigWithCacheDir(o.binDirs, o.cacheDir, exec),
+		cache: cache.New(o.cacheDir),
+		gate:  newGate(),
+		pods:  newPodLocks(),
+	}
+	m.loader = newLoader(&m.opts, exec, m.log)
+	m.nets.Store(&networkSet{byName: map[string]*network{}, defaultName: o.defaultNet})
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+
+	m.reload(m.ctx)
+	if o.watch {
+		w, err := newWatcher(m)
+		if err != nil {
+			m.cancel()
+			return nil, err
+		}
+		m.wg.Add(1)
+		go w.run()
+	}
+	return m, nil
+}
+
+// reload rebuilds the network set and swaps it in. On an unreadable conf
+// dir the previous set stays.
+func (m *Manager) reload(ctx context.Context) *networkSet {
+	set, err := m.loader.load(ctx)
+	if err != nil {
+		m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
+		return m.nets.Load()
+	}
+	old := m.nets.Swap(set)
+	m.logChanges(old, set)
+	return set
+}
+
+func (m *Manager) logChanges(old, set *networkSet) {
+	for name, n := range set.byName {
+		if o := old.byName[name]; o == nil || o.list != n.list {
+			m.log.WithFields(logrus.Fields{"network": name, "file": n.file,
+				"type": n.list.Plugins[0].Network.Type}).Info("Loaded CNI network")
+		}
+	}
+	for name := range old.byName {
+		if set.byName[name] == nil {
+			m.log.WithField("network", name).Info("CNI network removed")
+		}
+	}
+	if old.defaultName != set.defaultName {
+		m.log.WithField("network", set.defaultName).Info("Default CNI network changed")
+	}
+	for _, sk := range set.skipped {
+		if !containsSkip(old.skipped, sk) {
+			m.log.WithFields(logrus.Fields{"file": sk.File, "network": sk.Network}).
+				WithError(sk.Err).Warn("Skipping CNI config file")
+		}
+	}
+}
+
+func containsSkip(list []*ConfigError, e *ConfigError) bool {
+	for _, s := range list {
+		if s.File == e.File && s.Err.Error() == e.Err.Error() {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot returns the current network set.
+func (m *Manager) snapshot() *networkSet { return m.nets.Load() }
+
+// lookup finds a network by name, reloading once when it is missing, in
+// case a file arrived that the watcher has not reported yet.
+func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
+	if n := set.byName[name]; n != nil {
+		return n, set, nil
+	}
+	set = m.reload(ctx)
+	if n := set.byName[name]; n != nil {
+		return n, set, nil
+	}
+	return nil, set, set.notFound(name, m.opts.confDir)
+}
+
+// Name returns [CNIPluginName].
+func (m *Manager) Name() string { return CNIPluginName }
+
+// GetDefaultNetworkName returns the default network's name, or "" when
+// there is none.
+func (m *Manager) GetDefaultNetworkName() string { return m.snapshot().defaultName }
+
+// Networks returns the names of the loaded networks, sorted.
+func (m *Manager) Networks() []string {
+	set := m.snapshot()
+	names := make([]string, 0, len(set.byName))
+	for n := range set.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Skipped returns why configuration files were not loaded, in file order.
+func (m *Manager) Skipped() []*ConfigError {
+	return append([]*ConfigError(nil), m.snapshot().skipped...)
+}
+
+// Shutdown stops the watcher and waits for it. It is safe to call twice.
+func (m *Manager) Shutdown() error {
+	m.shutdown.Do(func() {
+		m.closed.Store(true)
+		m.cancel()
+	})
+	m.wg.Wait()
+	return nil
+}

@@ -1,0 +1,175 @@
+package ocicni
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/sirupsen/logrus"
+)
+
+// TeardownPolicy chooses what happens to DEL failures.
+type TeardownPolicy string
+
+const (
+	// Strict returns DEL failures to the caller so that it retries.
+	Strict TeardownPolicy = "strict"
+	// Tolerant logs DEL failures and reports success. The failed
+	// attachments' cache entries are kept, so a retry or GC still has
+	// their config.
+	Tolerant TeardownPolicy = "tolerant"
+)
+
+// TeardownPolicyKey is the top-level key of a network configuration file
+// that overrides the manager's teardown policy for that network, for
+// example "ocicni.teardownPolicy": "tolerant".
+const TeardownPolicyKey = "ocicni.teardownPolicy"
+
+func (p TeardownPolicy) valid() bool { return p == Strict || p == Tolerant }
+
+// Option configures a [Manager].
+type Option func(*options) error
+
+type options struct {
+	confDir         string
+	binDirs         []string
+	cacheDir        string
+	defaultNet      string
+	watch           bool
+	log             *logrus.Entry
+	exec            invoke.Exec
+	policy          TeardownPolicy
+	rollbackTimeout time.Duration
+	debounce        time.Duration
+}
+
+func defaultOptions() options {
+	return options{
+		confDir:         DefaultConfDir,
+		binDirs:         []string{DefaultBinDir},
+		watch:           true,
+		policy:          Strict,
+		rollbackTimeout: time.Minute,
+		debounce:        100 * time.Millisecond,
+	}
+}
+
+// WithConfDir sets the directory that holds network configuration files.
+func WithConfDir(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return nil
+		}
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("%w: conf dir %q must be absolute", ErrInvalidArgument, dir)
+		}
+		o.confDir = filepath.Clean(dir)
+		return nil
+	}
+}
+
+// WithBinDirs sets the directories searched for plugin binaries.
+func WithBinDirs(dirs ...string) Option {
+	return func(o *options) error {
+		if len(dirs) == 0 {
+			return nil
+		}
+		clean := make([]string, 0, len(dirs))
+		for _, d := range dirs {
+			if !filepath.IsAbs(d) {
+				return fmt.Errorf("%w: bin dir %q must be absolute", ErrInvalidArgument, d)
+			}
+			clean = append(clean, filepath.Clean(d))
+		}
+		o.binDirs = clean
+		return nil
+	}
+}
+
+// WithCacheDir sets libcni's cache directory (default /var/lib/cni).
+func WithCacheDir(dir string) Option {
+	return func(o *options) error {
+		if dir != "" && !filepath.IsAbs(dir) {
+			return fmt.Errorf("%w: cache dir %q must be absolute", ErrInvalidArgument, dir)
+		}
+		o.cacheDir = dir
+		return nil
+	}
+}
+
+// WithDefaultNetwork fixes the default network's name. Without it the
+// default is the first valid file in the conf dir, and follows the
+// directory as files come and go.
+func WithDefaultNetwork(name string) Option {
+	return func(o *options) error {
+		o.defaultNet = name
+		return nil
+	}
+}
+
+// WithoutWatcher disables the fsnotify watcher. Configuration is then read
+// at construction and whenever a requested network is missing.
+func WithoutWatcher() Option {
+	return func(o *options) error {
+		o.watch = false
+		return nil
+	}
+}
+
+// WithLogger sets the logger. The manager adds fields such as pod,
+// network, ifname and verb.
+func WithLogger(l *logrus.Entry) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("ocicni: nil logger")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithExec replaces the plugin executor, which lets callers fake plugins.
+func WithExec(e invoke.Exec) Option {
+	return func(o *options) error {
+		o.exec = e
+		return nil
+	}
+}
+
+// WithTeardownPolicy sets the default policy for DEL failures. A network
+// may override it with [TeardownPolicyKey] in its config file.
+func WithTeardownPolicy(p TeardownPolicy) Option {
+	return func(o *options) error {
+		if !p.valid() {
+			return fmt.Errorf("%w: teardown policy %q", ErrInvalidArgument, p)
+		}
+		o.policy = p
+		return nil
+	}
+}
+
+// WithRollbackTimeout bounds the DELs that undo a failed setup. They run
+// even when the caller's context has expired. The default is one minute.
+func WithRollbackTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: rollback timeout %v", ErrInvalidArgument, d)
+		}
+		o.rollbackTimeout = d
+		return nil
+	}
+}
+
+// WithReloadDebounce sets how long the watcher gathers events into one
+// reload. The default is 100ms.
+func WithReloadDebounce(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: debounce %v", ErrInvalidArgument, d)
+		}
+		o.debounce = d
+		return nil
+	}
+}

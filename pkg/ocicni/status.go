@@ -1,0 +1,142 @@
+package ocicni
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// GetPodNetworkStatus returns the pod's attachments. See
+// [Manager.GetPodNetworkStatusWithContext].
+//
+//nolint:gocritic // signature fixed by the compatible API
+func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
+	return m.GetPodNetworkStatusWithContext(context.Background(), pod)
+}
+
+// GetPodNetworkStatusWithContext returns one result per attachment: the
+// requested networks, or, with none requested, the attachments found in
+// the cache in ADD order (the default network first), or the default
+// network. For each it runs CHECK when the network's version supports it,
+// then returns the cached result; without one it reads the interface's
+// addresses from the netns.
+//
+//nolint:gocritic // signature fixed by the compatible API
+func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+	if err := checkPodArgs(&pod); err != nil {
+		return nil, err
+	}
+	release, err := m.acquire(ctx, pod.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	log := m.podLog(&pod)
+
+	if err := checkLoopback(pod.NetNS); err != nil {
+		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)
+	}
+	set := m.snapshot()
+	atts, err := m.statusAttachments(&pod, set)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]NetResult, 0, len(atts))
+	for _, att := range atts {
+		entry, err := m.cache.Get(att.Name, pod.ID, att.Ifname)
+		if err != nil {
+			entry = nil
+		}
+		p, err := m.planFor(&pod, att, entry, set)
+		if err != nil {
+			return nil, err
+		}
+		if p.list == nil {
+			return nil, set.notFound(att.Name, m.opts.confDir)
+		}
+		planLog(log, p, "CHECK").Debug("Checking pod network")
+		res, err := m.checkOne(ctx, &pod, p)
+		if err != nil {
+			return nil, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "CHECK", Err: err}
+		}
+		results = append(results, NetResult{Result: res, NetAttachment: att})
+	}
+	return results, nil
+}
+
+// statusAttachments picks the attachments to report.
+func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAttachment, error) {
+	if len(pod.Networks) > 0 {
+		return assignIfnames(pod.Networks, "")
+	}
+	entries, _ := m.cache.ForContainer(pod.ID)
+	if len(entries) == 0 {
+		atts, err := assignIfnames(nil, set.defaultName)
+		return atts, m.explainDefault(err, set)
+	}
+	recorded, _ := m.cache.ReadOrder(pod.ID)
+	keys := make([]NetAttachment, 0, len(entries))
+	for _, e := range entries {
+		keys = append(keys, NetAttachment{Name: e.Network, Ifname: e.IfName})
+	}
+	sortForTeardown(keys, recorded)
+	// Teardown order is reverse ADD order; status wants ADD order.
+	for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
+		keys[i], keys[j] = keys[j], keys[i]
+	}
+	return keys, nil
+}
+
+// checkOne runs CHECK where supported and returns the cached result, or a
+// result read from the netns.
+func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan) (types.Result, error) {
+	if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
+		if err := m.cni.CheckNetworkList(ctx, p.list, p.rt); err != nil {
+			return nil, err
+		}
+	}
+	res, err := m.cni.GetNetworkListCachedResult(p.list, p.rt)
+	if err == nil && res != nil {
+		return res, nil
+	}
+	mac, addrs, nerr := interfaceAddrs(pod.NetNS, p.Ifname)
+	if nerr != nil {
+		if err != nil {
+			return nil, fmt.Errorf("%w (cached result unreadable: %w)", nerr, err)
+		}
+		return nil, nerr
+	}
+	r := &types100.Result{
+		CNIVersion: types100.ImplementedSpecVersion,
+		Interfaces: []*types100.Interface{{Name: p.Ifname, Mac: mac.String(), Sandbox: pod.NetNS}},
+	}
+	for _, a := range addrs {
+		r.IPs = append(r.IPs, &types100.IPConfig{Interface: types100.Int(0), Address: *a})
+	}
+	if p.list.CNIVersion == "" {
+		return r, nil
+	}
+	return r.GetAsVersion(p.list.CNIVersion)
+}
+
+// Status reports whether the default network is usable. See
+// [Manager.StatusWithContext].
+func (m *Manager) Status() error { return m.StatusWithContext(context.Background()) }
+
+// StatusWithContext returns an error while there is no default network,
+// and runs the STATUS verb on it when its version is 1.1.0 or later. It
+// never waits for plugins of pod operations or for a reload.
+func (m *Manager) StatusWithContext(ctx context.Context) error {
+	set := m.snapshot()
+	n := set.defaultNetwork()
+	if n == nil {
+		return m.noDefaultError(set)
+	}
+	if err := m.cni.GetStatusNetworkList(ctx, n.list); err != nil {
+		return &NetworkError{Network: n.name, Verb: "STATUS", Err: err}
+	}
+	return nil
+}
