@@ -1,0 +1,113 @@
+package calllog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// Call is one plugin invocation, as recorded by a fake plugin.
+type Call struct {
+	// Verb is the CNI_COMMAND: ADD, DEL, CHECK, GC or STATUS.
+	Verb string `json:"verb"`
+	// ContainerID is CNI_CONTAINERID.
+	ContainerID string `json:"containerId"`
+	// IfName is CNI_IFNAME.
+	IfName string `json:"ifName"`
+	// NetNS is CNI_NETNS.
+	NetNS string `json:"netns"`
+	// Network is the "name" of the network configuration.
+	Network string `json:"network"`
+	// Args is the raw CNI_ARGS string.
+	Args string `json:"args"`
+	// Path is CNI_PATH.
+	Path string `json:"path"`
+	// Stdin is the whole network configuration the plugin received,
+	// including runtimeConfig, prevResult and cni.dev/valid-attachments.
+	Stdin map[string]any `json:"stdin"`
+	// PID is the process id of the plugin.
+	PID int `json:"pid"`
+	// Time is when the plugin started handling the call.
+	Time time.Time `json:"time"`
+}
+
+// RuntimeConfig returns the "runtimeConfig" object of the configuration the
+// plugin received, or nil if there was none.
+func (c Call) RuntimeConfig() map[string]any {
+	m, _ := c.Stdin["runtimeConfig"].(map[string]any)
+	return m
+}
+
+// PrevResult returns the "prevResult" object of the configuration the
+// plugin received, or nil if there was none.
+func (c Call) PrevResult() map[string]any {
+	m, _ := c.Stdin["prevResult"].(map[string]any)
+	return m
+}
+
+// Append adds c to the log at path as one line, creating the file if
+// needed. The line is written with a single write(2) on an O_APPEND file, so
+// lines from concurrent processes do not interleave.
+func Append(path string, c Call) error {
+	line, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("calllog: encode call: %w", err)
+	}
+	line = append(line, '\n')
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("calllog: %w", err)
+	}
+	if _, err := f.Write(line); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("calllog: append to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("calllog: close %s: %w", path, err)
+	}
+	return nil
+}
+
+// Read returns the calls logged at path, oldest first. A missing file is an
+// empty log, not an error.
+func Read(path string) ([]Call, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("calllog: %w", err)
+	}
+	var calls []Call
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
+	for n := 1; sc.Scan(); n++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var c Call
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("calllog: %s line %d: %w", path, n, err)
+		}
+		calls = append(calls, c)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("calllog: read %s: %w", path, err)
+	}
+	return calls, nil
+}
+
+// Filter returns the calls whose Verb is verb, in their original order.
+func Filter(calls []Call, verb string) []Call {
+	var out []Call
+	for _, c := range calls {
+		if c.Verb == verb {
+			out = append(out, c)
+		}
+	}
+	return out
+}

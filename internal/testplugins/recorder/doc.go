@@ -1,0 +1,54 @@
+// Command recorder is a fault-injecting CNI plugin for tests. It records
+// every call to a log and takes its behaviour for each verb from its
+// network configuration.
+//
+// # Configuration
+//
+// On top of the standard plugin keys (cniVersion, name, type, prevResult,
+// runtimeConfig, ...), the netconf may hold:
+//
+//	{
+//	  "logFile": "/abs/path/calls.jsonl",
+//	  "add":    {Behaviour},
+//	  "del":    {Behaviour},
+//	  "check":  {Behaviour},
+//	  "gc":     {Behaviour},
+//	  "status": {Behaviour}
+//	}
+//
+// A Behaviour has these keys, all optional:
+//
+//   - "sleepMs": after logging the call, sleep this many milliseconds
+//     before acting.
+//   - "errorCode", "errorMsg": fail with a CNI error (types.Error). A
+//     message without a code fails with code 999 (internal error); a code
+//     without a message gets a default message.
+//   - "crash": write non-JSON garbage to stdout and exit with status 2.
+//   - "onlyIfExists": an absolute path; the error or crash applies only
+//     while this file exists. Because DEL runs with the cached config, this
+//     is how a test clears a fault after ADD.
+//   - "result" (ADD only): raw JSON printed to stdout verbatim, so a test can
+//     return a 0.2.0 result or a result without interfaces. A JSON string
+//     is printed unquoted, so "result": "not json" makes a successful ADD
+//     print garbage.
+//   - "emptyResult" (ADD only): print a valid result with no interfaces, IPs
+//     or routes, in the configuration's cniVersion: {"cniVersion":V} for
+//     1.x, {"cniVersion":V,"dns":{}} for 0.1.0 to 0.4.0 (no "ip4" for 0.1.0
+//     and 0.2.0). libcni parses all of these without error.
+//
+// A crash wins over an error, and "result" over "emptyResult", when both
+// are set.
+//
+// # Defaults
+//
+// ADD without "result" or "emptyResult" passes prevResult through, converted
+// to the configuration's cniVersion, or prints the empty result when there
+// is no prevResult. DEL, CHECK, GC and STATUS succeed silently.
+//
+// # Call log
+//
+// When "logFile" is set, every ADD, DEL, CHECK, GC and STATUS call appends
+// one calllog.Call line before acting, so failing calls are logged too.
+// VERSION is answered by skel and not logged. Tests read the log with
+// calllog.Read.
+package main

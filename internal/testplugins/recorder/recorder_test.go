@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	types020 "github.com/containernetworking/cni/pkg/types/020"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
+)
+
+// pluginPath is the recorder binary built by TestMain.
+var pluginPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "recorder-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	pluginPath = filepath.Join(dir, "recorder")
+	out, err := exec.Command("go", "build", "-o", pluginPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build recorder: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// conf returns a recorder netconf logging to logFile, with extra keys.
+func conf(t *testing.T, cniVersion, logFile string, extra map[string]any) []byte {
+	t.Helper()
+	m := map[string]any{"cniVersion": cniVersion, "name": "net", "type": "recorder", "logFile": logFile}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+// args returns invoke arguments for verb with a fake netns path.
+func args(verb string) *invoke.Args {
+	return &invoke.Args{
+		Command:       verb,
+		ContainerID:   "ctr1",
+		NetNS:         "/var/run/netns/does-not-exist",
+		IfName:        "eth0",
+		Path:          "/opt/cni/bin",
+		PluginArgsStr: "K8S_POD_NAME=p;K8S_POD_NAMESPACE=ns",
+	}
+}
+
+func TestAddEmptyResult(t *testing.T) {
+	for _, v := range []string{"0.1.0", "0.2.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		t.Run(v, func(t *testing.T) {
+			c := conf(t, v, "", map[string]any{"add": map[string]any{"emptyResult": true}})
+			res, err := invoke.ExecPluginWithResult(context.Background(), pluginPath, c, args("ADD"), nil)
+			require.NoError(t, err)
+			assert.Equal(t, v, res.Version())
+			cur, err := current.NewResultFromResult(res)
+			require.NoError(t, err)
+			assert.Empty(t, cur.Interfaces)
+			assert.Empty(t, cur.IPs)
+		})
+	}
+}
+
+func TestAddRawResult(t *testing.T) {
+	raw := json.RawMessage(`{"cniVersion":"0.2.0","ip4":{"ip":"10.1.2.3/24","gateway":"10.1.2.1"}}`)
+	c := conf(t, "0.2.0", "", map[string]any{"add": map[string]any{"result": raw}})
+	res, err := invoke.ExecPluginWithResult(context.Background(), pluginPath, c, args("ADD"), nil)
+	require.NoError(t, err)
+	r020, ok := res.(*types020.Result)
+	require.True(t, ok, "result type %T", res)
+	require.NotNil(t, r020.IP4)
+	assert.Equal(t, "10.1.2.3/24", r020.IP4.IP.String())
+}
+
+func TestAddGarbageResult(t *testing.T) {
+	c := conf(t, "1.0.0", "", map[string]any{"add": map[string]any{"result": "not json"}})
+	_, err := invoke.ExecPluginWithResult(context.Background(), pluginPath, c, args("ADD"), nil)
+	require.Error(t, err, "the plugin succeeded but printed an unparsable result")
+}
+
+func TestAddPassesPrevResultThrough(t *testing.T) {
+	prev := map[string]any{
+		"cniVersion": "1.0.0",
+		"interfaces": []any{map[string]any{"name": "eth0", "sandbox": "/x"}},
+		"ips":        []any{map[string]any{"address": "10.9.9.9/24", "interface": 0}},
+	}
+	c := conf(t, "0.4.0", "", map[string]any{"prevResult": prev})
+	res, err := invoke.ExecPluginWithResult(context.Background(), pluginPath, c, args("ADD"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "0.4.0", res.Version())
+	cur, err := current.NewResultFromResult(res)
+	require.NoError(t, err)
+	require.Len(t, cur.IPs, 1)
+	assert.Equal(t, "10.9.9.9/24", cur.IPs[0].Address.String())
+	require.Len(t, cur.Interfaces, 1)
+	assert.Equal(t, "eth0", cur.Interfaces[0].Name)
+}
+
+func TestErrorCode(t *testing.T) {
+	for _, verb := range []string{"ADD", "DEL", "CHECK", "GC", "STATUS"} {
+		t.Run(verb, func(t *testing.T) {
+			key := map[string]string{"ADD": "add", "DEL": "del", "CHECK": "check", "GC": "gc", "STATUS": "status"}[verb]
+			c := conf(t, "1.1.0", "", map[string]any{key: map[string]any{"errorCode": 11, "errorMsg": "try later"}})
+			err := invoke.ExecPluginWithoutResult(context.Background(), pluginPath, c, args(verb), nil)
+			var cniErr *types.Error
+			require.ErrorAs(t, err, &cniErr)
+			assert.Equal(t, uint(11), cniErr.Code)
+			assert.Equal(t, "try later", cniErr.Msg)
+		})
+	}
+}
+
+func TestOnlyIfExists(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "fault")
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
+	c := conf(t, "1.0.0", "", map[string]any{"del": map[string]any{"errorCode": 7, "onlyIfExists": flag}})
+
+	err := invoke.ExecPluginWithoutResult(context.Background(), pluginPath, c, args("DEL"), nil)
+	var cniErr *types.Error
+	require.ErrorAs(t, err, &cniErr)
+	assert.Equal(t, uint(7), cniErr.Code)
+
+	require.NoError(t, os.Remove(flag))
+	require.NoError(t, invoke.ExecPluginWithoutResult(context.Background(), pluginPath, c, args("DEL"), nil))
+}
+
+func TestCrash(t *testing.T) {
+	c := conf(t, "1.0.0", "", map[string]any{"add": map[string]any{"crash": true, "errorCode": 7}})
+	_, err := invoke.ExecPluginWithResult(context.Background(), pluginPath, c, args("ADD"), nil)
+	require.Error(t, err)
+	var cniErr *types.Error
+	require.ErrorAs(t, err, &cniErr)
+	// invoke could not parse the garbage, so there is no plugin error code.
+	assert.Equal(t, uint(0), cniErr.Code)
+}
+
+func TestCallLog(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "calls.jsonl")
+	ctx := context.Background()
+	add := conf(t, "1.1.0", logFile, map[string]any{
+		"runtimeConfig": map[string]any{"portMappings": []any{map[string]any{"hostPort": 8080}}},
+	})
+	_, err := invoke.ExecPluginWithResult(ctx, pluginPath, add, args("ADD"), nil)
+	require.NoError(t, err)
+	failing := conf(t, "1.1.0", logFile, map[string]any{"del": map[string]any{"errorCode": 3}})
+	require.Error(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, failing, args("DEL"), nil))
+	gc := conf(t, "1.1.0", logFile, map[string]any{
+		"cni.dev/valid-attachments": []any{map[string]any{"containerID": "ctr1", "ifname": "eth0"}},
+	})
+	require.NoError(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, gc, &invoke.Args{Command: "GC", Path: "/opt/cni/bin"}, nil))
+
+	calls, err := calllog.Read(logFile)
+	require.NoError(t, err)
+	require.Len(t, calls, 3)
+	assert.Equal(t, []string{"ADD", "DEL", "GC"}, []string{calls[0].Verb, calls[1].Verb, calls[2].Verb})
+
+	a := calls[0]
+	assert.Equal(t, "ctr1", a.ContainerID)
+	assert.Equal(t, "eth0", a.IfName)
+	assert.Equal(t, "/var/run/netns/does-not-exist", a.NetNS)
+	assert.Equal(t, "net", a.Network)
+	assert.Equal(t, "K8S_POD_NAME=p;K8S_POD_NAMESPACE=ns", a.Args)
+	assert.Equal(t, "/opt/cni/bin", a.Path)
+	assert.NotZero(t, a.PID)
+	assert.False(t, a.Time.IsZero())
+	assert.Contains(t, a.RuntimeConfig(), "portMappings")
+
+	assert.Len(t, calllog.Filter(calls, "DEL"), 1)
+	assert.Contains(t, calls[2].Stdin, "cni.dev/valid-attachments")
+}
+
+func TestSleep(t *testing.T) {
+	c := conf(t, "1.0.0", "", map[string]any{"del": map[string]any{"sleepMs": 200}})
+	start := time.Now()
+	require.NoError(t, invoke.ExecPluginWithoutResult(context.Background(), pluginPath, c, args("DEL"), nil))
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+
+	// A cancelled context kills a sleeping plugin.
+	c = conf(t, "1.0.0", "", map[string]any{"del": map[string]any{"sleepMs": 60_000}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.Error(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, c, args("DEL"), nil))
+	assert.Less(t, time.Since(start), 30*time.Second)
+}

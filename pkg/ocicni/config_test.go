@@ -1,0 +1,236 @@
+package ocicni
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type loaderEnv struct {
+	confDir, binDir string
+	exec            *fakeExec
+	log             *test.Hook
+}
+
+func newLoaderEnv(t *testing.T) *loaderEnv {
+	t.Helper()
+	e := &loaderEnv{confDir: t.TempDir(), binDir: t.TempDir(), exec: newFakeExec()}
+	for _, typ := range []string{"good", "other"} {
+		installPlugin(t, e.binDir, typ)
+	}
+	return e
+}
+
+func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
+	t.Helper()
+	logger, hook := test.NewNullLogger()
+	logger.SetLevel(logrus.DebugLevel)
+	e.log = hook
+	base := []Option{
+		WithConfDir(e.confDir), WithBinDirs(e.binDir), WithCacheDir(t.TempDir()),
+		WithExec(e.exec), WithoutWatcher(), WithLogger(logrus.NewEntry(logger)),
+	}
+	m, err := New(append(base, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return m
+}
+
+func TestConfigSelection(t *testing.T) {
+	tests := []struct {
+		name        string
+		files       map[string]string
+		fixed       string
+		wantDefault string
+		wantNets    []string
+		wantSkipped map[string]error // file -> sentinel
+	}{
+		{
+			name:        "empty dir",
+			wantDefault: "",
+		},
+		{
+			name: "first file in name order is the default",
+			files: map[string]string{
+				"20-b.conflist": conflist("b", "1.0.0", "good"),
+				"10-a.conflist": conflist("a", "1.0.0", "good"),
+			},
+			wantDefault: "a", wantNets: []string{"a", "b"},
+		},
+		{
+			name: "conf and json become single-plugin lists",
+			files: map[string]string{
+				"10-x.conf": `{"cniVersion":"0.4.0","name":"x","type":"good"}`,
+				"20-y.json": `{"cniVersion":"0.3.1","name":"y","type":"other"}`,
+				"30-z.txt":  conflist("z", "1.0.0", "good"),
+			},
+			wantDefault: "x", wantNets: []string{"x", "y"},
+		},
+		{
+			name: "fixed default name",
+			files: map[string]string{
+				"10-a.conflist": conflist("a", "1.0.0", "good"),
+				"20-b.conflist": conflist("b", "1.0.0", "good"),
+			},
+			fixed: "b", wantDefault: "b", wantNets: []string{"a", "b"},
+		},
+		{
+			name: "invalid files are skipped with reasons, valid ones still load",
+			files: map[string]string{
+				"00-badjson.conflist": `{"name": "broken",`,
+				"01-noname.conflist":  `{"cniVersion":"1.0.0","plugins":[{"type":"good"}]}`,
+				"02-noplug.conflist":  `{"cniVersion":"1.0.0","name":"noplug","plugins":[]}`,
+				"03-missing.conflist": conflist("missing", "1.0.0", "good", "absent"),
+				"04-version.conflist": conflist("oldonly", "1.0.0", "old"),
+				"05-badver.conflist":  conflist("badver", "x.y", "good"),
+				"06-notype.conf":      `{"cniVersion":"1.0.0","name":"notype"}`,
+				"07-policy.conflist":  `{"cniVersion":"1.0.0","name":"pol","ocicni.teardownPolicy":"maybe","plugins":[{"type":"good"}]}`,
+				"50-ok.conflist":      conflist("ok", "1.0.0", "good"),
+			},
+			wantDefault: "ok", wantNets: []string{"ok"},
+			wantSkipped: map[string]error{
+				"00-badjson.conflist": ErrInvalidConfig,
+				"01-noname.conflist":  ErrInvalidConfig,
+				"02-noplug.conflist":  ErrInvalidConfig,
+				"03-missing.conflist": ErrPluginNotFound,
+				"04-version.conflist": ErrUnsupportedVersion,
+				"05-badver.conflist":  ErrInvalidConfig,
+				"06-notype.conf":      ErrInvalidConfig,
+				"07-policy.conflist":  ErrInvalidConfig,
+			},
+		},
+		{
+			name: "duplicate network name: first file wins",
+			files: map[string]string{
+				"10-a.conflist": conflist("same", "1.0.0", "good"),
+				"20-b.conflist": conflist("same", "1.0.0", "other"),
+			},
+			wantDefault: "same", wantNets: []string{"same"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newLoaderEnv(t)
+			installPlugin(t, e.binDir, "old")
+			e.exec.support("old", "0.3.1")
+			for name, content := range tt.files {
+				writeConf(t, e.confDir, name, content)
+			}
+			m := e.manager(t, WithDefaultNetwork(tt.fixed))
+			assert.Equal(t, tt.wantDefault, m.GetDefaultNetworkName())
+			if tt.wantNets == nil {
+				tt.wantNets = []string{}
+			}
+			assert.Equal(t, tt.wantNets, m.Networks())
+			skipped := map[string]error{}
+			for _, s := range m.Skipped() {
+				skipped[filepath.Base(s.File)] = s
+			}
+			require.Len(t, skipped, len(tt.wantSkipped))
+			for file, want := range tt.wantSkipped {
+				assert.ErrorIs(t, skipped[file], want, file)
+			}
+		})
+	}
+}
+
+func TestDuplicateNetworkNameIsLoggedAndDeterministic(t *testing.T) {
+	e := newLoaderEnv(t)
+	writeConf(t, e.confDir, "20-b.conflist", conflist("same", "1.0.0", "other"))
+	writeConf(t, e.confDir, "10-a.conflist", conflist("same", "1.0.0", "good"))
+	m := e.manager(t)
+	n := m.snapshot().byName["same"]
+	require.NotNil(t, n)
+	assert.Equal(t, "good", n.list.Plugins[0].Network.Type)
+	found := false
+	for _, entry := range e.log.AllEntries() {
+		if entry.Data["file"] == filepath.Join(e.confDir, "20-b.conflist") {
+			found = true
+		}
+	}
+	assert.True(t, found, "the ignored duplicate is logged with its file")
+}
+
+func TestUnknownNetworkSaysWhyItWasSkipped(t *testing.T) {
+	e := newLoaderEnv(t)
+	writeConf(t, e.confDir, "10-net.conflist", conflist("net", "1.0.0", "good", "macvlan-missing"))
+	m := e.manager(t)
+	_, _, err := m.lookup(context.Background(), m.snapshot(), "net")
+	require.ErrorIs(t, err, ErrNetworkNotFound)
+	require.ErrorIs(t, err, ErrPluginNotFound)
+	var nf *NetworkNotFoundError
+	require.ErrorAs(t, err, &nf)
+	require.Len(t, nf.Skipped, 1)
+	assert.Contains(t, err.Error(), "10-net.conflist")
+	assert.Contains(t, err.Error(), "macvlan-missing")
+	assert.Contains(t, err.Error(), e.binDir)
+
+	_, _, err = m.lookup(context.Background(), m.snapshot(), "nothing")
+	require.ErrorIs(t, err, ErrNetworkNotFound)
+	assert.NotErrorIs(t, err, ErrPluginNotFound)
+}
+
+func TestStatusWithoutDefaultNetwork(t *testing.T) {
+	e := newLoaderEnv(t)
+	m := e.manager(t)
+	err := m.Status()
+	require.ErrorIs(t, err, ErrNoDefaultNetwork)
+	assert.Contains(t, err.Error(), e.confDir)
+
+	e2 := newLoaderEnv(t)
+	writeConf(t, e2.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+	m2 := e2.manager(t, WithDefaultNetwork("b"))
+	err = m2.Status()
+	require.ErrorIs(t, err, ErrNoDefaultNetwork)
+	assert.Contains(t, err.Error(), `"b"`)
+}
+
+func TestReloadCostsWhatChanged(t *testing.T) {
+	e := newLoaderEnv(t)
+	for i := range 30 {
+		writeConf(t, e.confDir, fmt.Sprintf("%02d.conflist", i), conflist(fmt.Sprintf("net%02d", i), "1.0.0", "good", "other"))
+	}
+	m := e.manager(t)
+	require.Len(t, m.Networks(), 30)
+	assert.Equal(t, 1, e.exec.count("VERSION", "good"), "VERSION runs once per binary, not per file")
+	assert.Equal(t, 1, e.exec.count("VERSION", "other"))
+
+	writeConf(t, e.confDir, "zz-new.conflist", conflist("new", "1.0.0", "good"))
+	m.reload(context.Background())
+	assert.Len(t, m.Networks(), 31)
+	assert.Equal(t, 1, e.exec.count("VERSION", "good"), "an unchanged binary is not asked again")
+
+	// A replaced binary is asked again.
+	require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "good"), []byte("#!/bin/false\n# v2\n"), 0o755))
+	m.reload(context.Background())
+	assert.Equal(t, 2, e.exec.count("VERSION", "good"))
+}
+
+func TestReloadKeepsLastGoodSetWhenDirUnreadable(t *testing.T) {
+	e := newLoaderEnv(t)
+	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+	m := e.manager(t)
+	require.Equal(t, []string{"a"}, m.Networks())
+	// Replace the conf dir by a file: ReadDir fails with ENOTDIR.
+	require.NoError(t, os.RemoveAll(e.confDir))
+	require.NoError(t, os.WriteFile(e.confDir, nil, 0o644))
+	m.reload(context.Background())
+	assert.Equal(t, []string{"a"}, m.Networks())
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, opt := range []Option{
+		WithConfDir("relative"), WithBinDirs("/ok", "rel"), WithCacheDir("rel"),
+		WithTeardownPolicy("sometimes"), WithRollbackTimeout(0), WithLogger(nil),
+	} {
+		_, err := New(opt, WithoutWatcher())
+		assert.Error(t, err)
+	}
+}
