@@ -1,0 +1,21 @@
+package ocicni
+
+import (
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
+)
+
+func netnsDo(path string, fn func() error) error { return netns.Do(path, fn) }
+
+func mustCurrent(t *testing.T, r types.Result) *types100.Result {
+	t.Helper()
+	require.NotNil(t, r)
+	cur, err := types100.NewResultFromResult(r)
+	require.NoError(t, err)
+	return cur
+}
