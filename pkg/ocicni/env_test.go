@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,11 +75,16 @@ func (e *itEnv) restart(opts ...Option) *Manager {
 	return e.start(opts...)
 }
 
-// addConf writes a config file; files sort in the order they are added.
+// addConf writes a config file, .conflist for a list and .conf for a
+// single plugin; files sort in the order they are added.
 func (e *itEnv) addConf(name, content string) string {
 	e.t.Helper()
 	n := e.files.Add(1)
-	return testenv.WriteFile(e.t, e.confDir, fmt.Sprintf("%02d-%s.conflist", n*10, name), content)
+	ext := ".conf"
+	if strings.Contains(content, `"plugins"`) {
+		ext = ".conflist"
+	}
+	return testenv.WriteFile(e.t, e.confDir, fmt.Sprintf("%02d-%s%s", n*10, name, ext), content)
 }
 
 // bridgeNet writes a bridge+host-local network with optional extra plugins.

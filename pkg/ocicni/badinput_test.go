@@ -1,0 +1,98 @@
+package ocicni
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBadInputRunsNoPlugin checks that every rejected request names the
+// offending field and runs no plugin, and that no file is written.
+func TestBadInputRunsNoPlugin(t *testing.T) {
+	e := newITEnv(t)
+	e.addConf("rec", e.recorder("rec", "1.0.0", nil))
+	e.addConf("missingbin", `{"cniVersion":"1.0.0","name":"missingbin","plugins":[{"type":"recorder"},{"type":"no-such-plugin"}]}`)
+	m := e.start()
+	good := e.pod("good")
+
+	tests := []struct {
+		name    string
+		mutate  func(p *PodNetwork)
+		want    error
+		field   string
+		mention []string
+	}{
+		{name: "empty container ID", mutate: func(p *PodNetwork) { p.ID = "" }, want: ErrInvalidArgument, field: "container ID"},
+		{name: "ID with traversal", mutate: func(p *PodNetwork) { p.ID = "../../etc" }, want: ErrInvalidArgument, field: "container ID"},
+		{name: "ID with control char", mutate: func(p *PodNetwork) { p.ID = "abc\x7f" }, want: ErrInvalidArgument, field: "container ID"},
+		{name: "relative netns", mutate: func(p *PodNetwork) { p.NetNS = "run/netns/x" }, want: ErrInvalidArgument, field: "netns path"},
+		{name: "missing netns", mutate: func(p *PodNetwork) { p.NetNS = "/run/netns/does-not-exist" }, want: ErrInvalidArgument, field: "netns path"},
+		{name: "bad static IP", mutate: func(p *PodNetwork) { p.RuntimeConfig = map[string]RuntimeConfig{"rec": {IP: "1.2.3"}} }, want: ErrInvalidArgument, mention: []string{"1.2.3"}},
+		{name: "bad static MAC", mutate: func(p *PodNetwork) { p.RuntimeConfig = map[string]RuntimeConfig{"rec": {MAC: "nope"}} }, want: ErrInvalidArgument, mention: []string{"MAC"}},
+		{
+			name: "duplicate ifnames", want: ErrInvalidArgument, field: "interface name",
+			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "rec", Ifname: "x0"}, {Name: "rec", Ifname: "x0"}} },
+		},
+		{
+			name: "hostile ifname", want: ErrInvalidArgument, field: "interface name",
+			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "rec", Ifname: "../eth0"}} },
+		},
+		{
+			name: "hostile network name", want: ErrInvalidArgument, field: "network name",
+			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "a/../../b"}} },
+		},
+		{name: "CNI_ARGS injection via name", mutate: func(p *PodNetwork) { p.Name = "x;IP=10.0.0.5" }, want: ErrInvalidArgument, field: "pod name"},
+		{name: "CNI_ARGS injection via UID", mutate: func(p *PodNetwork) { p.UID = "u=1" }, want: ErrInvalidArgument, field: "pod UID"},
+		{
+			name: "unknown network", want: ErrNetworkNotFound, mention: []string{`"nope"`, e.confDir},
+			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "rec"}, {Name: "nope"}} },
+		},
+		{
+			name: "network whose binary is missing", want: ErrPluginNotFound,
+			mention: []string{"missingbin", "no-such-plugin", pluginDir, "20-missingbin.conflist"},
+			mutate:  func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "missingbin"}} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := good
+			tt.mutate(&pod)
+			_, err := m.SetUpPodWithContext(e.ctx(), pod)
+			require.ErrorIs(t, err, tt.want)
+			if tt.field != "" {
+				var iae *InvalidArgumentError
+				require.ErrorAs(t, err, &iae)
+				assert.Equal(t, tt.field, iae.Field)
+			}
+			for _, s := range tt.mention {
+				assert.Contains(t, err.Error(), s)
+			}
+			assert.Empty(t, e.calls(""), "no plugin ran")
+			assert.Empty(t, e.cacheFiles(), "no cache entry")
+			_, serr := os.Stat(filepath.Join(e.cacheDir, "ocicni"))
+			assert.True(t, errors.Is(serr, os.ErrNotExist), "no order record written")
+		})
+	}
+
+	// Teardown and status reject hostile IDs before touching anything.
+	for _, id := range []string{"", "../x", "a/b", "a\nb"} {
+		err := m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: id})
+		require.ErrorIs(t, err, ErrInvalidArgument, "%q", id)
+		_, err = m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: id, NetNS: good.NetNS})
+		require.ErrorIs(t, err, ErrInvalidArgument, "%q", id)
+	}
+	assert.Empty(t, e.calls(""))
+}
+
+func TestNoDefaultNetworkError(t *testing.T) {
+	e := newITEnv(t)
+	m := e.start()
+	_, err := m.SetUpPodWithContext(e.ctx(), e.pod("p"))
+	require.ErrorIs(t, err, ErrNoDefaultNetwork)
+	assert.Contains(t, err.Error(), e.confDir)
+	require.ErrorIs(t, m.Status(), ErrNoDefaultNetwork)
+}
