@@ -90,16 +90,17 @@ func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAtta
 	return keys, nil
 }
 
-// checkOne runs CHECK where supported and returns the cached result, or a
-// result read from the netns.
+// checkOne returns the cached result, after CHECK where the version
+// supports it. Without a cached result there is nothing to CHECK against
+// (CHECK needs prevResult), so it reads the interface from the netns.
 func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan) (types.Result, error) {
-	if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
-		if err := m.cni.CheckNetworkList(ctx, p.list, p.rt); err != nil {
-			return nil, err
-		}
-	}
 	res, err := m.cni.GetNetworkListCachedResult(p.list, p.rt)
 	if err == nil && res != nil {
+		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
+			if err := m.cni.CheckNetworkList(ctx, p.list, p.rt); err != nil {
+				return nil, err
+			}
+		}
 		return res, nil
 	}
 	mac, addrs, nerr := interfaceAddrs(pod.NetNS, p.Ifname)
