@@ -35,7 +35,9 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 		{name: "bad static MAC", mutate: func(p *PodNetwork) { p.RuntimeConfig = map[string]RuntimeConfig{"rec": {MAC: "nope"}} }, want: ErrInvalidArgument, mention: []string{"MAC"}},
 		{
 			name: "duplicate ifnames", want: ErrInvalidArgument, field: "interface name",
-			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "rec", Ifname: "x0"}, {Name: "rec", Ifname: "x0"}} },
+			mutate: func(p *PodNetwork) {
+				p.Networks = []NetAttachment{{Name: "rec", Ifname: "x0"}, {Name: "rec", Ifname: "x0"}}
+			},
 		},
 		{
 			name: "hostile ifname", want: ErrInvalidArgument, field: "interface name",

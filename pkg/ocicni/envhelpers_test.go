@@ -19,3 +19,9 @@ func mustCurrent(t *testing.T, r types.Result) *types100.Result {
 	require.NoError(t, err)
 	return cur
 }
+
+// withWatcher re-enables the watcher that the integration env disables.
+func withWatcher(o *options) error {
+	o.watch = true
+	return nil
+}

@@ -1,0 +1,276 @@
+package ocicni
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// faultFlag returns a path whose existence switches a recorder fault on.
+func faultFlag(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fault")
+	require.NoError(t, os.WriteFile(p, nil, 0o644))
+	return p
+}
+
+// recordedBridge writes bridge+host-local followed by a recorder (so calls
+// are logged), with optional recorder behaviour.
+func (e *itEnv) recordedBridge(name string, recExtra map[string]any) {
+	e.t.Helper()
+	e.bridgeNet(name, "1.0.0", e.recorder(name, "1.0.0", recExtra))
+}
+
+func TestTeardownMiddleNetworkDELFails(t *testing.T) {
+	e := newITEnv(t)
+	flag := faultFlag(t)
+	e.recordedBridge("neta", nil)
+	e.recordedBridge("netb", map[string]any{"del": map[string]any{"errorCode": 11, "errorMsg": "busy", "onlyIfExists": flag}})
+	e.recordedBridge("netc", nil)
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "neta"}, {Name: "netb"}, {Name: "netc"}}
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	pod.Networks = nil
+	err = m.TearDownPodWithContext(e.ctx(), pod)
+	var te *TeardownError
+	require.ErrorAs(t, err, &te)
+	require.Len(t, te.Failures(), 1)
+	assert.Equal(t, "netb", te.Failures()[0].Network)
+	assert.Equal(t, "eth1", te.Failures()[0].IfName)
+	assert.Equal(t, RetryLater, te.Failures()[0].Class)
+	assert.Contains(t, err.Error(), `"netb"`)
+	var ce *types.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, uint(types.ErrTryAgainLater), ce.Code)
+
+	assert.Equal(t, []string{"netc", "netb", "neta"}, e.callNetworks("DEL"), "every DEL ran, in reverse ADD order")
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "neta"))
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "netc"))
+	assert.Len(t, testenv.Reservations(t, e.dataDir, "netb"), 1, "the failed chain halted before bridge's DEL")
+	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth2"))
+	assert.Len(t, e.cacheFiles(), 1, "the failed attachment keeps its cache entry")
+
+	require.NoError(t, os.Remove(flag))
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+	e.assertClean(pod, "neta", "netb", "netc")
+}
+
+// addDelegateEntry makes a delegate-style cache entry: another libcni user
+// attaches the same container's eth0 under its own network name.
+func (e *itEnv) addDelegateEntry(pod PodNetwork, network, ifname string) {
+	e.t.Helper()
+	list, err := libcni.NetworkConfFromBytes([]byte(testenv.Conflist(network, "1.0.0", e.recorder(network, "1.0.0", nil))))
+	require.NoError(e.t, err)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, e.cacheDir, nil)
+	_, err = cni.AddNetworkList(e.ctx(), list, &libcni.RuntimeConf{ContainerID: pod.ID, NetNS: pod.NetNS, IfName: ifname})
+	require.NoError(e.t, err)
+}
+
+func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
+	e := newITEnv(t)
+	e.recordedBridge("neta", nil)
+	e.recordedBridge("netb", nil)
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "neta", Ifname: "eth0"}, {Name: "netb", Ifname: "net1"}}
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+	e.addDelegateEntry(pod, "delegate", "eth0")
+	require.Len(t, e.cacheFiles(), 3)
+
+	t.Run("requested networks are never widened", func(t *testing.T) {
+		only := pod
+		only.Networks = []NetAttachment{{Name: "netb", Ifname: "net1"}}
+		require.NoError(t, m.TearDownPodWithContext(e.ctx(), only))
+		assert.Equal(t, []string{"netb"}, e.callNetworks("DEL"))
+		assert.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "neta stays attached")
+		assert.Len(t, testenv.Reservations(t, e.dataDir, "neta"), 1)
+		assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
+	})
+	t.Run("all cached attachments get DEL, duplicates included", func(t *testing.T) {
+		all := pod
+		all.Networks = nil
+		require.NoError(t, m.TearDownPodWithContext(e.ctx(), all))
+		assert.ElementsMatch(t, []string{"netb", "neta", "delegate"}, e.callNetworks("DEL"))
+		e.assertClean(pod, "neta", "netb")
+		warned := false
+		for _, entry := range e.log.AllEntries() {
+			if entry.Level == logrus.WarnLevel && entry.Data["ifname"] == "eth0" && entry.Data["networks"] != nil {
+				warned = true
+			}
+		}
+		assert.True(t, warned, "the duplicate is logged")
+	})
+}
+
+func TestTeardownUsesCachedConfigAfterRemoval(t *testing.T) {
+	for _, keepOther := range []bool{true, false} {
+		name := "conf dir empty"
+		if keepOther {
+			name = "other network remains"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newITEnv(t)
+			e.bridgeNet("net", "1.0.0")
+			if keepOther {
+				e.addConf("other", e.recorder("other", "1.0.0", nil))
+			}
+			m := e.start(WithReloadDebounce(time.Millisecond), withWatcher)
+			pod := e.pod("p")
+			_, err := m.SetUpPodWithContext(e.ctx(), pod)
+			require.NoError(t, err)
+
+			files, _ := filepath.Glob(filepath.Join(e.confDir, "*-net.conflist"))
+			require.Len(t, files, 1)
+			require.NoError(t, os.Remove(files[0]))
+			require.Eventually(t, func() bool { return !contains(m.Networks(), "net") }, 10*time.Second, 5*time.Millisecond)
+
+			require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+			e.assertClean(pod, "net")
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSetupRollback(t *testing.T) {
+	e := newITEnv(t)
+	e.recordedBridge("good", nil)
+	e.addConf("bad", e.recorder("bad", "1.0.0", map[string]any{"add": map[string]any{"errorCode": 7, "errorMsg": "no"}}))
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "bad"}}
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	var se *SetupError
+	require.ErrorAs(t, err, &se)
+	assert.Nil(t, se.Rollback)
+	var ne *NetworkError
+	require.ErrorAs(t, err, &ne)
+	assert.Equal(t, "bad", ne.Network)
+	assert.Equal(t, "ADD", ne.Verb)
+	var ce *types.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, uint(7), ce.Code)
+
+	assert.Equal(t, []string{"bad", "good"}, e.callNetworks("DEL"), "DEL ran for the failed network too, then the earlier one")
+	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+	e.assertClean(pod, "good")
+}
+
+func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
+	e := newITEnv(t)
+	e.recordedBridge("good", nil)
+	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": map[string]any{"sleepMs": 5000}}))
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "slow"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err := m.SetUpPodWithContext(ctx, pod)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, []string{"slow", "good"}, e.callNetworks("DEL"))
+	e.assertClean(pod, "good")
+}
+
+func TestTolerantTeardown(t *testing.T) {
+	del := map[string]any{"del": map[string]any{"errorCode": 100, "errorMsg": "broken"}}
+	cases := map[string]func(e *itEnv) []Option{
+		"global option": func(e *itEnv) []Option {
+			e.recordedBridge("flaky", del)
+			return []Option{WithTeardownPolicy(Tolerant)}
+		},
+		"per-network key": func(e *itEnv) []Option {
+			n := testenv.Alloc(e.t)
+			list := testenv.BridgeConflist("flaky", "1.0.0", n, e.dataDir, e.recorder("flaky", "1.0.0", del))
+			e.addConf("flaky", `{"ocicni.teardownPolicy":"tolerant",`+list[1:])
+			return nil
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newITEnv(t)
+			e.recordedBridge("solid", nil)
+			m := e.start(setup(e)...)
+			pod := e.pod("p")
+			pod.Networks = []NetAttachment{{Name: "solid"}, {Name: "flaky"}}
+			_, err := m.SetUpPodWithContext(e.ctx(), pod)
+			require.NoError(t, err)
+
+			pod.Networks = nil
+			outcomes, err := m.TearDownPodOutcomes(e.ctx(), pod)
+			require.NoError(t, err)
+			require.Len(t, outcomes, 2)
+			assert.Equal(t, "flaky", outcomes[0].Network)
+			assert.Equal(t, Failed, outcomes[0].Class)
+			assert.True(t, outcomes[0].Tolerated)
+			assert.Equal(t, Deleted, outcomes[1].Class)
+			assert.Empty(t, testenv.Reservations(t, e.dataDir, "solid"))
+			files := e.cacheFiles()
+			require.Len(t, files, 1, "the failed attachment's cache entry is kept")
+			assert.Contains(t, files[0], "flaky-")
+			logged := false
+			for _, entry := range e.log.AllEntries() {
+				if entry.Level == logrus.ErrorLevel && entry.Data["network"] == "flaky" && entry.Data[logrus.ErrorKey] != nil {
+					logged = true
+				}
+			}
+			assert.True(t, logged, "the tolerated failure is logged with its network and cause")
+		})
+	}
+}
+
+func TestTeardownIdempotentAndVanishedNetns(t *testing.T) {
+	e := newITEnv(t)
+	e.bridgeNet("net", "1.0.0")
+	m := e.start()
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+	require.NoError(t, netns.Remove(pod.NetNS))
+
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+	e.assertClean(pod, "net")
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+	e.assertClean(pod, "net")
+}
+
+func TestTeardownOrderIsReverseOfAddSurvivingRestart(t *testing.T) {
+	e := newITEnv(t)
+	for _, n := range []string{"zeta", "alpha", "mid"} {
+		e.addConf(n, e.recorder(n, "1.0.0", nil))
+	}
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "mid"}, {Name: "zeta"}, {Name: "alpha"}}
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+	require.Equal(t, []string{"mid", "zeta", "alpha"}, e.callNetworks("ADD"))
+
+	m = e.restart()
+	pod.Networks = nil
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+	assert.Equal(t, []string{"alpha", "zeta", "mid"}, e.callNetworks("DEL"))
+	e.assertClean(pod)
+}
