@@ -4,23 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// GC deletes every cached attachment that does not belong to a pod in
-// validPods, using the cached config (so attachments of removed networks
-// are collected too), then sends the GC verb with the valid attachments to
-// every loaded network at CNI 1.1.0 or later that does not set disableGC.
-// A valid pod's attachments are all those the cache holds for its sandbox
-// ID plus the networks it names, so a pod never loses an attachment on a
-// network that is no longer the default. GC continues past every error and
-// returns them joined. It excludes pod operations while it runs and never
-// modifies validPods.
+// GC deletes every attachment that does not belong to a pod in validPods,
+// then sends the GC verb with the valid attachments to every loaded network
+// at CNI 1.1.0 or later that does not set disableGC.
+//
+//   - Stale cache entries get DEL with their cached config, so attachments
+//     of networks whose file was removed are collected too.
+//   - Corrupt cache entries get DEL with the loaded config of their network,
+//     where there is one, and are then removed.
+//   - Attachments recorded at ADD but never cached (a failed setup whose
+//     rollback failed) get DEL with the loaded config.
+//   - A valid pod's attachments are all those the cache holds for its
+//     sandbox ID plus the networks it names, so a pod never loses an
+//     attachment on a network that is no longer the default.
+//
+// GC continues past every error and returns them joined, each naming its
+// network. It holds the gate exclusively, so no ADD or DEL runs meanwhile
+// (a plugin's GC would otherwise release a pod that is being set up), and
+// it never modifies validPods.
 func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	if m.closed.Load() {
 		return ErrShutdown
@@ -30,65 +43,58 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	}
 	defer m.gate.unlock()
 	log := m.log.WithField("verb", "GC")
+	set := m.snapshot()
 
 	entries, lerr := m.cache.List()
-	var errs []error
-	for _, err := range flatten(lerr) {
-		log.WithError(err).Warn("Unreadable CNI cache entry")
-		errs = append(errs, err)
+	validIDs, valid, errs := m.validAttachments(validPods, entries)
+	orderIDs, oerr := m.cache.ListOrders()
+	if oerr != nil {
+		errs = append(errs, oerr)
 	}
 
-	set := m.snapshot()
-	valid := map[string][]types.GCAttachment{} // network -> valid attachments
-	validIDs := map[string]bool{}
-	for _, pod := range validPods {
-		if pod == nil {
-			continue
-		}
-		validIDs[pod.ID] = true
-		for _, e := range entries {
-			if e.ContainerID == pod.ID {
-				valid[e.Network] = append(valid[e.Network], types.GCAttachment{ContainerID: pod.ID, IfName: e.IfName})
-			}
-		}
-		if len(pod.Networks) > 0 {
-			atts, err := assignIfnames(pod.Networks, "")
-			if err != nil {
-				errs = append(errs, fmt.Errorf("valid pod %s: %w", pod.ID, err))
-				continue
-			}
-			for _, a := range atts {
-				valid[a.Name] = appendUnique(valid[a.Name], types.GCAttachment{ContainerID: pod.ID, IfName: a.Ifname})
-			}
-		}
-	}
-
-	// Stale attachments: DEL with the cached config.
+	var plans []*plan
+	kept := 0
+	cached := map[cache.Attachment]map[string]bool{} // (network, ifname) -> container IDs with an entry
 	for _, e := range entries {
-		if validIDs[e.ContainerID] || containsAttachment(valid[e.Network], e.ContainerID, e.IfName) {
-			log.WithFields(logrus.Fields{"network": e.Network, "sandbox": e.ContainerID, "ifname": e.IfName}).
-				Debug("Keeping attachment of a valid pod")
+		k := cache.Attachment{Network: e.Network, IfName: e.IfName}
+		if cached[k] == nil {
+			cached[k] = map[string]bool{}
+		}
+		cached[k][e.ContainerID] = true
+		if validIDs[e.ContainerID] {
+			kept++
 			continue
 		}
-		pod := &PodNetwork{ID: e.ContainerID, NetNS: e.NetNS}
-		att := NetAttachment{Name: e.Network, Ifname: e.IfName}
-		p, err := m.planFor(pod, att, e, set)
+		p, err := m.planFor(&PodNetwork{ID: e.ContainerID}, NetAttachment{Name: e.Network, Ifname: e.IfName}, e, set)
 		if err != nil {
 			errs = append(errs, &NetworkError{Network: e.Network, IfName: e.IfName, Verb: "DEL", Err: err})
 			continue
 		}
-		elog := log.WithFields(logrus.Fields{"sandbox": e.ContainerID})
-		for _, o := range m.deleteAll(ctx, []*plan{p}, elog, "gc") {
-			if o.Failure() {
-				errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
-			}
-		}
-		if err := m.cache.RemoveOrder(e.ContainerID); err != nil {
-			log.WithError(err).Debug("Cannot remove attachment order record")
+		plans = append(plans, p)
+	}
+	log.WithFields(logrus.Fields{"kept": kept, "validPods": len(validIDs)}).
+		Info("GC leaves the attachments of valid pods untouched")
+
+	known := append(append([]string(nil), orderIDs...), keys(validIDs)...)
+	for _, err := range flatten(lerr) {
+		p, perr := m.planCorrupt(err, known, validIDs, set)
+		switch {
+		case perr != nil:
+			log.WithError(err).Warn("Cannot collect corrupt CNI cache entry")
+			errs = append(errs, perr)
+		case p != nil:
+			plans = append(plans, p)
 		}
 	}
+	plans = append(plans, m.planUncached(orderIDs, validIDs, cached, set, log)...)
 
-	// The GC verb, for networks that support it.
+	for _, o := range m.deleteAll(ctx, plans, log, "gc") {
+		if o.Failure() {
+			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
+		}
+	}
+	m.removeStaleOrders(orderIDs, validIDs, log)
+
 	for _, name := range m.Networks() {
 		n := set.byName[name]
 		if n == nil || n.list.DisableGC {
@@ -99,13 +105,141 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 		}
 		va := valid[name]
 		if va == nil {
-			va = []types.GCAttachment{} // never nil: nil means "delete everything"
+			va = []types.GCAttachment{} // never nil: libcni reads nil as "delete everything"
 		}
 		if err := m.gcVerb(ctx, n.list, va); err != nil {
 			errs = append(errs, &NetworkError{Network: name, Verb: "GC", Err: err})
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validAttachments builds, per network, the attachments of valid pods: all
+// cache entries of their sandbox IDs plus the networks they name.
+func (m *Manager) validAttachments(pods []*PodNetwork, entries []*cache.Entry) (map[string]bool, map[string][]types.GCAttachment, []error) {
+	ids := map[string]bool{}
+	valid := map[string][]types.GCAttachment{}
+	var errs []error
+	for _, pod := range pods {
+		if pod == nil {
+			continue
+		}
+		if err := checkContainerID(pod.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ids[pod.ID] = true
+		for _, e := range entries {
+			if e.ContainerID == pod.ID {
+				valid[e.Network] = appendUnique(valid[e.Network], types.GCAttachment{ContainerID: pod.ID, IfName: e.IfName})
+			}
+		}
+		if len(pod.Networks) == 0 {
+			continue
+		}
+		atts, err := assignIfnames(pod.Networks, "")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("valid pod %s: %w", pod.ID, err))
+			continue
+		}
+		for _, a := range atts {
+			valid[a.Name] = appendUnique(valid[a.Name], types.GCAttachment{ContainerID: pod.ID, IfName: a.Ifname})
+		}
+	}
+	return ids, valid, errs
+}
+
+// planCorrupt plans the DEL of a corrupt cache entry with the loaded
+// config of its network. It returns (nil, nil) for entries of valid pods,
+// and an error when the entry cannot be collected.
+func (m *Manager) planCorrupt(err error, knownIDs []string, validIDs map[string]bool, set *networkSet) (*plan, error) {
+	var ee *cache.EntryError
+	if !errors.As(err, &ee) {
+		return nil, err
+	}
+	network, id, ifname := ee.Network, ee.ContainerID, ee.IfName
+	if network == "" || id == "" || ifname == "" {
+		network, id, ifname = guessCacheName(filepath.Base(ee.Path), knownIDs, set)
+	}
+	if validIDs[id] {
+		return nil, nil
+	}
+	n := set.byName[network]
+	if n == nil || checkContainerID(id) != nil || checkName("interface name", ifname) != nil {
+		return nil, &NetworkError{Network: network, IfName: ifname, Verb: "DEL",
+			Err: fmt.Errorf("%w (no loaded config to delete it with)", err)}
+	}
+	rt, rerr := buildRuntimeConf(&PodNetwork{ID: id}, NetAttachment{Name: network, Ifname: ifname})
+	if rerr != nil {
+		return nil, rerr
+	}
+	return &plan{NetAttachment: NetAttachment{Name: network, Ifname: ifname}, list: n.list, rt: rt,
+		policy: n.policy, corrupt: ee.Path}, nil
+}
+
+// guessCacheName splits a cache file name whose content is unreadable:
+// exactly with a known container ID, else by a loaded network's name and
+// the last dash.
+func guessCacheName(name string, knownIDs []string, set *networkSet) (network, id, ifname string) {
+	for _, known := range knownIDs {
+		if n, i, ok := cache.SplitFileName(name, known); ok {
+			return n, known, i
+		}
+	}
+	for n := range set.byName {
+		rest, ok := strings.CutPrefix(name, n+"-")
+		if !ok {
+			continue
+		}
+		if cut := strings.LastIndex(rest, "-"); cut > 0 && cut < len(rest)-1 {
+			return n, rest[:cut], rest[cut+1:]
+		}
+	}
+	return "", "", ""
+}
+
+// planUncached plans DELs for attachments that an order record lists but
+// the cache lacks, for containers that are not valid.
+func (m *Manager) planUncached(orderIDs []string, validIDs map[string]bool, cached map[cache.Attachment]map[string]bool,
+	set *networkSet, log *logrus.Entry,
+) []*plan {
+	var plans []*plan
+	for _, id := range orderIDs {
+		if validIDs[id] {
+			continue
+		}
+		atts, err := m.cache.ReadOrder(id)
+		if err != nil {
+			log.WithError(err).Warn("Unreadable attachment order record")
+			continue
+		}
+		for _, a := range atts {
+			if cached[a][id] || set.byName[a.Network] == nil {
+				continue
+			}
+			p, err := m.planFor(&PodNetwork{ID: id}, NetAttachment{Name: a.Network, Ifname: a.IfName}, nil, set)
+			if err == nil {
+				plans = append(plans, p)
+			}
+		}
+	}
+	return plans
+}
+
+// removeStaleOrders drops the order records of invalid containers that no
+// longer have cache entries.
+func (m *Manager) removeStaleOrders(orderIDs []string, validIDs map[string]bool, log *logrus.Entry) {
+	for _, id := range orderIDs {
+		if validIDs[id] {
+			continue
+		}
+		if left, _ := m.cache.ForContainer(id); len(left) > 0 {
+			continue
+		}
+		if err := m.cache.RemoveOrder(id); err != nil {
+			log.WithError(err).Warn("Cannot remove attachment order record")
+		}
+	}
 }
 
 // gcVerb sends GC to every plugin of the list with the valid attachments.
@@ -145,11 +279,10 @@ func appendUnique(list []types.GCAttachment, a types.GCAttachment) []types.GCAtt
 	return append(list, a)
 }
 
-func containsAttachment(list []types.GCAttachment, id, ifname string) bool {
-	for _, x := range list {
-		if x.ContainerID == id && x.IfName == ifname {
-			return true
-		}
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	return false
+	return out
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // GetPodNetworkStatus returns the pod's attachments. See
@@ -58,7 +61,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 			return nil, set.notFound(att.Name, m.opts.confDir)
 		}
 		planLog(log, p, "CHECK").Debug("Checking pod network")
-		res, err := m.checkOne(ctx, &pod, p)
+		res, err := m.checkOne(ctx, &pod, p, entry, log)
 		if err != nil {
 			return nil, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "CHECK", Err: err}
 		}
@@ -92,8 +95,10 @@ func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAtta
 
 // checkOne returns the cached result, after CHECK where the version
 // supports it. Without a cached result there is nothing to CHECK against
-// (CHECK needs prevResult), so it reads the interface from the netns.
-func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan) (types.Result, error) {
+// (CHECK needs prevResult), so it reads the interface from the netns. A
+// cached result that cannot be converted to the config's version is
+// returned as stored, and the conversion error is logged.
+func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry *cache.Entry, log *logrus.Entry) (types.Result, error) {
 	res, err := m.cni.GetNetworkListCachedResult(p.list, p.rt)
 	if err == nil && res != nil {
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
@@ -102,6 +107,13 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan) (types
 			}
 		}
 		return res, nil
+	}
+	if err != nil && entry != nil {
+		if raw, rerr := entry.Result(); rerr == nil && raw != nil {
+			planLog(log, p, "CHECK").WithError(err).
+				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
+			return raw, nil
+		}
 	}
 	mac, addrs, nerr := interfaceAddrs(pod.NetNS, p.Ifname)
 	if nerr != nil {

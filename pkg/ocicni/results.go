@@ -1,0 +1,100 @@
+package ocicni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+)
+
+// STATUS error codes from the CNI 1.1 spec. The released libcni does not
+// define them.
+const (
+	// ErrCodePluginNotAvailable means the plugin cannot serve ADD
+	// requests.
+	ErrCodePluginNotAvailable uint = 50
+	// ErrCodeLimitedConnectivity means the plugin cannot serve ADD
+	// requests, and existing pods may have limited connectivity.
+	ErrCodeLimitedConnectivity uint = 51
+)
+
+// ErrNoSandboxInterface means a result names no interface inside the
+// sandbox and carries no IP that could belong to one.
+var ErrNoSandboxInterface = errors.New("ocicni: result has no sandbox interface or IP")
+
+// SandboxIPs picks, from a network's result, the interface inside the
+// sandbox and the IPs assigned to it. It accepts results of every version,
+// results that also list host-side interfaces, IPs without an interface
+// index (delegated IPAM) and results with no interfaces at all (CNI 0.2.0).
+// iface is nil when the result lists no sandbox interface. An empty result
+// yields ErrNoSandboxInterface.
+func SandboxIPs(r NetResult) (iface *types100.Interface, ips []*types100.IPConfig, err error) {
+	if r.Result == nil {
+		return nil, nil, ErrNoSandboxInterface
+	}
+	cur, err := types100.NewResultFromResult(r.Result)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ocicni: converting %s result of network %q: %w", r.Result.Version(), r.Name, err)
+	}
+	idx := -1
+	for i, in := range cur.Interfaces {
+		if in == nil || in.Sandbox == "" {
+			continue
+		}
+		if idx < 0 || (in.Name == r.Ifname && cur.Interfaces[idx].Name != r.Ifname) {
+			idx = i
+		}
+	}
+	if idx >= 0 {
+		iface = cur.Interfaces[idx]
+	}
+	for _, ip := range cur.IPs {
+		switch {
+		case ip == nil:
+		case ip.Interface == nil || *ip.Interface < 0 || *ip.Interface >= len(cur.Interfaces):
+			ips = append(ips, ip) // no (usable) index: assume the sandbox
+		case *ip.Interface == idx:
+			ips = append(ips, ip)
+		}
+	}
+	if iface == nil && len(ips) == 0 {
+		return nil, nil, fmt.Errorf("%w: network %q", ErrNoSandboxInterface, r.Name)
+	}
+	return iface, ips, nil
+}
+
+// NetworkStatus is the STATUS outcome of one loaded network.
+type NetworkStatus struct {
+	Network string
+	Default bool
+	// Err is nil when the network is ready or its version predates
+	// STATUS. A plugin's *types.Error, with codes such as
+	// ErrCodePluginNotAvailable, is reachable with errors.As.
+	Err error
+}
+
+// NetworkStatuses runs STATUS on every loaded network whose version is
+// 1.1.0 or later and reports each, sorted by network name.
+func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
+	set := m.snapshot()
+	out := make([]NetworkStatus, 0, len(set.byName))
+	for name, n := range set.byName {
+		st := NetworkStatus{Network: name, Default: name == set.defaultName}
+		if err := m.cni.GetStatusNetworkList(ctx, n.list); err != nil {
+			st.Err = &NetworkError{Network: name, Verb: "STATUS", Err: err}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b NetworkStatus) int {
+		switch {
+		case a.Network < b.Network:
+			return -1
+		case a.Network > b.Network:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
