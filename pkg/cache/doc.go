@@ -48,7 +48,7 @@
 //
 // These files live outside results/ so that libcni, and CRI-O's
 // "rm results/*<id>*" cleanup, never see them. [Cache.WriteOrder] replaces
-// a record atomically (temporary file, fsync, rename; files 0600,
+// a record atomically (temporary file, then rename; files 0600,
 // directories 0700); [Cache.ReadOrder], [Cache.RemoveOrder] and
 // [Cache.ListOrders] complete the set. A record that cannot be parsed is
 // reported as an *[EntryError] matching [ErrCorruptEntry].

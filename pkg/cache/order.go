@@ -48,7 +48,11 @@ func (c *Cache) orderPath(id string) (string, error) {
 
 // WriteOrder records the attachments of container id, in order, replacing
 // any earlier record. The write is atomic: a temporary file in the same
-// directory is written, synced and renamed over <dir>/ocicni/attachments/<id>.
+// directory is written and renamed over <dir>/ocicni/attachments/<id>, so a
+// reader sees the old record or the new one. It is not fsynced: it sits on
+// the hot path of every pod setup, and a record torn by a power loss only
+// costs the teardown order (it then reads as corrupt and the documented
+// fallback order applies).
 // Files are created 0600 and directories 0700. id and every name are checked
 // with [ValidateName].
 func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
@@ -88,26 +92,13 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	if _, err = tmp.Write(data); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("cache: write order: %w", err)
-	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
-	syncDir(dir)
 	return nil
-}
-
-// syncDir makes a rename in dir durable. It is best effort: the file is
-// already complete and in place.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 }
 
 // ReadOrder returns the attachments recorded for container id. It returns

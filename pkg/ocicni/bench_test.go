@@ -1,0 +1,119 @@
+package ocicni
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// benchEnv holds one bridge network used by both the manager and raw
+// libcni, so that both run the same plugins on the same config.
+type benchEnv struct {
+	confDir, cacheDir string
+	list              *libcni.NetworkConfigList
+	m                 *Manager
+	raw               *libcni.CNIConfig
+}
+
+func newBenchEnv(b *testing.B, networks int) *benchEnv {
+	b.Helper()
+	testenv.RequireRoot(b)
+	dir := b.TempDir()
+	e := &benchEnv{confDir: filepath.Join(dir, "net.d"), cacheDir: filepath.Join(dir, "cache")}
+	require.NoError(b, os.MkdirAll(e.confDir, 0o755))
+	for i := range networks {
+		n := testenv.Alloc(b)
+		conf := testenv.BridgeConflist(fmt.Sprintf("bench%d", i), "1.0.0", n, filepath.Join(dir, "ipam"))
+		testenv.WriteFile(b, e.confDir, fmt.Sprintf("%02d.conflist", i), conf)
+		if i == 0 {
+			l, err := libcni.NetworkConfFromBytes([]byte(conf))
+			require.NoError(b, err)
+			e.list = l
+		}
+	}
+	logger := logrus.New()
+	logger.SetLevel(logrus.WarnLevel)
+	m, err := New(WithConfDir(e.confDir), WithBinDirs(pluginDir), WithCacheDir(e.cacheDir),
+		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)))
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = m.Shutdown() })
+	e.m = m
+	e.raw = libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, filepath.Join(dir, "rawcache"), nil)
+	return e
+}
+
+// BenchmarkSetUpTearDownVsLibcni times one pod's setup and teardown through
+// the manager and through raw libcni on the same bridge config, back to
+// back in every iteration, and reports the median of the per-pod ratios
+// (manager/libcni), which cancels the machine's drift.
+func BenchmarkSetUpTearDownVsLibcni(b *testing.B) {
+	e := newBenchEnv(b, 1)
+	ctx := context.Background()
+	var ratios []float64
+	var rawTotal, mgrTotal time.Duration
+	for i := 0; b.Loop(); i++ {
+		nsPath, err := netns.New()
+		require.NoError(b, err)
+
+		id := fmt.Sprintf("rawbench%d", i)
+		rt := &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: "eth0"}
+		start := time.Now()
+		_, err = e.raw.AddNetworkList(ctx, e.list, rt)
+		require.NoError(b, err)
+		require.NoError(b, e.raw.DelNetworkList(ctx, e.list, rt))
+		raw := time.Since(start)
+
+		pod := PodNetwork{ID: fmt.Sprintf("mgrbench%d", i), NetNS: nsPath, Name: "bench", Namespace: "bench"}
+		start = time.Now()
+		_, err = e.m.SetUpPodWithContext(ctx, pod)
+		require.NoError(b, err)
+		require.NoError(b, e.m.TearDownPodWithContext(ctx, pod))
+		mgr := time.Since(start)
+
+		require.NoError(b, netns.Remove(nsPath))
+		ratios = append(ratios, float64(mgr)/float64(raw))
+		rawTotal += raw
+		mgrTotal += mgr
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
+	b.ReportMetric(float64(rawTotal.Microseconds())/float64(len(ratios))/1000, "libcni-ms/pod")
+	b.ReportMetric(float64(mgrTotal.Microseconds())/float64(len(ratios))/1000, "ocicni-ms/pod")
+}
+
+// BenchmarkReloadNewFileAmong30 measures how long a new file takes to
+// become usable through the watcher, with 30 valid configs in the dir.
+func BenchmarkReloadNewFileAmong30(b *testing.B) {
+	testenv.RequireRoot(b)
+	dir := b.TempDir()
+	n := testenv.Alloc(b)
+	for i := range 30 {
+		testenv.WriteFile(b, dir, fmt.Sprintf("%02d.conflist", i),
+			testenv.BridgeConflist(fmt.Sprintf("net%02d", i), "1.0.0", n, filepath.Join(dir, "ipam"), `{"type":"tuning"}`, `{"type":"portmap","capabilities":{"portMappings":true}}`))
+	}
+	logger := logrus.New()
+	logger.SetLevel(logrus.WarnLevel)
+	m, err := New(WithConfDir(dir), WithBinDirs(pluginDir), WithCacheDir(b.TempDir()),
+		WithLogger(logrus.NewEntry(logger)), WithReloadDebounce(10*time.Millisecond))
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = m.Shutdown() })
+	require.Len(b, m.Networks(), 30)
+	for i := 0; b.Loop(); i++ {
+		name := fmt.Sprintf("new%d", i)
+		testenv.WriteFile(b, dir, "zz-"+name+".conflist", testenv.BridgeConflist(name, "1.0.0", n, filepath.Join(dir, "ipam")))
+		for m.snapshot().byName[name] == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
