@@ -274,3 +274,26 @@ func TestTeardownOrderIsReverseOfAddSurvivingRestart(t *testing.T) {
 	assert.Equal(t, []string{"alpha", "zeta", "mid"}, e.callNetworks("DEL"))
 	e.assertClean(pod)
 }
+
+func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
+	e := newITEnv(t)
+	e.recordedBridge("neta", nil)
+	m := e.start()
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	pod.Networks = []NetAttachment{{Name: "neta", Ifname: "eth0"}, {Name: "unknown", Ifname: "eth1"}}
+	outcomes, err := m.TearDownPodOutcomes(e.ctx(), pod)
+	require.NoError(t, err, "an attachment nothing is known about is not an error")
+	require.Len(t, outcomes, 2)
+	assert.Equal(t, "unknown", outcomes[0].Network)
+	assert.Equal(t, NoConfig, outcomes[0].Class)
+	assert.Equal(t, Deleted, outcomes[1].Class, "the other attachment still got its DEL")
+	e.assertClean(pod, "neta")
+	warned := false
+	for _, entry := range e.log.AllEntries() {
+		warned = warned || (entry.Level == logrus.WarnLevel && entry.Data["network"] == "unknown")
+	}
+	assert.True(t, warned)
+}
