@@ -1,0 +1,39 @@
+# Run "make" or "make help" for the list of targets.
+
+SHELL := bash
+.SHELLFLAGS := -o pipefail -ec
+.DEFAULT_GOAL := help
+
+# golangci-lint runs at a pinned version through the module proxy, so it
+# never enters go.mod. v2.15.0 is built with (and supports) Go 1.26.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+# Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
+PLUGIN_DIR ?= $(CURDIR)/bin/plugins
+
+.PHONY: help quickstart test bench lint plugins
+
+help: ## List the targets
+	@echo "Targets:"
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+quickstart: ## Attach a netns to a bridge network, ping its gateway, detach (as root)
+	go run ./examples/quickstart
+
+test: ## go vet, then every test of the main module with -race (as root, the netns tests run too)
+	go vet ./...
+	go test -race -count=1 -timeout 30m ./...
+
+bench: ## Benchmarks of pkg/ocicni, 5 runs each, also written to bench.out (for benchstat)
+	go test -run '^$$' -bench . -benchmem -count 5 ./pkg/ocicni/ | tee bench.out
+
+lint: ## golangci-lint, pinned by GOLANGCI_LINT_VERSION, with .golangci.yml (not part of test)
+	$(GOLANGCI_LINT) config verify
+	$(GOLANGCI_LINT) run ./...
+
+plugins: ## Build the reference plugins and the recorder into ./bin/plugins
+	mkdir -p $(PLUGIN_DIR)
+	cd tools && go build -o $(PLUGIN_DIR)/ tool
+	go build -o $(PLUGIN_DIR)/recorder ./internal/testplugins/recorder
+	@echo "Now: export OCICNI_TEST_PLUGIN_DIR=$(PLUGIN_DIR)"
