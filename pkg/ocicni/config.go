@@ -81,7 +81,15 @@ type parsedFile struct {
 	stamp fileStamp
 	list  *libcni.NetworkConfigList
 	err   *ConfigError
+	// lastGood is the file's last valid parse, kept while the file is
+	// invalid (for example half-written by a non-atomic writer).
+	lastGood *libcni.NetworkConfigList
 }
+
+// freshWindow is how recently a file may have changed for its parse not
+// to be trusted on a later reload: a rewrite of the same size within one
+// timestamp tick would otherwise look unchanged.
+const freshWindow = 2 * time.Second
 
 type versionKey struct {
 	path  string
@@ -135,33 +143,44 @@ func (l *loader) load(ctx context.Context) (*networkSet, error) {
 			continue // removed since the listing
 		}
 		seen[path] = true
-		pf := l.files[path]
-		if pf == nil || pf.stamp != stampOf(fi) {
+		prev := l.files[path]
+		pf := prev
+		if pf == nil || pf.stamp != stampOf(fi) || time.Since(fi.ModTime()) < freshWindow {
 			pf = parseFile(path, stampOf(fi))
+			if pf.err != nil && prev != nil && errors.Is(pf.err, ErrInvalidConfig) {
+				pf.lastGood = prev.list
+				if pf.lastGood == nil {
+					pf.lastGood = prev.lastGood
+				}
+			}
 			l.files[path] = pf
 		}
+		list := pf.list
 		if pf.err != nil {
-			if !errors.Is(pf.err, fs.ErrNotExist) {
-				set.skipped = append(set.skipped, pf.err)
+			if errors.Is(pf.err, fs.ErrNotExist) {
+				continue
 			}
-			continue
+			set.skipped = append(set.skipped, pf.err)
+			if list = pf.lastGood; list == nil {
+				continue
+			}
 		}
-		if cerr := l.validate(ctx, path, pf.list); cerr != nil {
+		if cerr := l.validate(ctx, path, list); cerr != nil {
 			set.skipped = append(set.skipped, cerr)
 			continue
 		}
-		name := pf.list.Name
+		name := list.Name
 		if prev, dup := set.byName[name]; dup {
 			l.log.WithFields(logrus.Fields{"network": name, "file": path, "loaded": prev.file}).
 				Warn("Ignoring duplicate network name; the first file in name order wins")
 			continue
 		}
-		policy, perr := policyFromBytes(pf.list.Bytes)
+		policy, perr := policyFromBytes(list.Bytes)
 		if perr != nil {
 			set.skipped = append(set.skipped, &ConfigError{File: path, Network: name, Err: perr})
 			continue
 		}
-		set.byName[name] = &network{name: name, file: path, list: pf.list, policy: policy}
+		set.byName[name] = &network{name: name, file: path, list: list, policy: policy}
 		if firstValid == "" {
 			firstValid = name
 		}

@@ -234,3 +234,31 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		assert.Error(t, err)
 	}
 }
+
+func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {
+	e := newLoaderEnv(t)
+	path := writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+	m := e.manager(t)
+	require.Equal(t, []string{"a"}, m.Networks())
+
+	// Half-written by a non-atomic writer: the last good config stays,
+	// and the problem is reported.
+	require.NoError(t, os.WriteFile(path, []byte(`{"cniVersion":"1.0.0","name":"a","plu`), 0o644))
+	m.reload(context.Background())
+	assert.Equal(t, []string{"a"}, m.Networks())
+	assert.Equal(t, "a", m.GetDefaultNetworkName())
+	require.Len(t, m.Skipped(), 1)
+	assert.ErrorIs(t, m.Skipped()[0], ErrInvalidConfig)
+
+	// Fixed: the new content is used.
+	require.NoError(t, os.WriteFile(path, []byte(conflist("a", "1.0.0", "other")), 0o644))
+	m.reload(context.Background())
+	assert.Equal(t, "other", m.snapshot().byName["a"].list.Plugins[0].Network.Type)
+	assert.Empty(t, m.Skipped())
+
+	// Removed: the network goes.
+	require.NoError(t, os.Remove(path))
+	m.reload(context.Background())
+	assert.Empty(t, m.Networks())
+}
+

@@ -1,6 +1,7 @@
 package ocicni
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sync"
@@ -98,7 +99,7 @@ func (m *Manager) reload(ctx context.Context) *networkSet {
 
 func (m *Manager) logChanges(old, set *networkSet) {
 	for name, n := range set.byName {
-		if o := old.byName[name]; o == nil || o.list != n.list {
+		if o := old.byName[name]; o == nil || o.file != n.file || !bytes.Equal(o.list.Bytes, n.list.Bytes) {
 			m.log.WithFields(logrus.Fields{"network": name, "file": n.file,
 				"type": n.list.Plugins[0].Network.Type}).Info("Loaded CNI network")
 		}
