@@ -261,4 +261,3 @@ func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {
 	m.reload(context.Background())
 	assert.Empty(t, m.Networks())
 }
-
