@@ -52,8 +52,6 @@ func planLog(log *logrus.Entry, p *plan, verb string) *logrus.Entry {
 }
 
 // SetUpPod attaches the pod to its networks. See [Manager.SetUpPodWithContext].
-//
-//nolint:gocritic // signature fixed by the compatible API
 func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 	return m.SetUpPodWithContext(context.Background(), pod)
 }
@@ -63,8 +61,6 @@ func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 // It returns one result per network, in request order. When an ADD fails,
 // the attachments made so far and the failed one are deleted again
 // (rollback) before the error, a *[SetupError], is returned.
-//
-//nolint:gocritic // signature fixed by the compatible API
 func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
 	if err := checkPodArgs(&pod); err != nil {
 		return nil, err

@@ -14,8 +14,6 @@ import (
 
 // GetPodNetworkStatus returns the pod's attachments. See
 // [Manager.GetPodNetworkStatusWithContext].
-//
-//nolint:gocritic // signature fixed by the compatible API
 func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 	return m.GetPodNetworkStatusWithContext(context.Background(), pod)
 }
@@ -26,8 +24,6 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 // network. For each it runs CHECK when the network's version supports it,
 // then returns the cached result; without one it reads the interface's
 // addresses from the netns.
-//
-//nolint:gocritic // signature fixed by the compatible API
 func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
 	if err := checkPodArgs(&pod); err != nil {
 		return nil, err

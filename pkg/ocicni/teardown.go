@@ -14,8 +14,6 @@ import (
 )
 
 // TearDownPod detaches the pod. See [Manager.TearDownPodWithContext].
-//
-//nolint:gocritic // signature fixed by the compatible API
 func (m *Manager) TearDownPod(pod PodNetwork) error {
 	return m.TearDownPodWithContext(context.Background(), pod)
 }
@@ -26,8 +24,6 @@ func (m *Manager) TearDownPod(pod PodNetwork) error {
 // named ones are deleted. Under the strict policy it returns a
 // *[TeardownError] naming every failure; under the tolerant policy it logs
 // them and returns nil. See the package documentation, "Teardown semantics".
-//
-//nolint:gocritic // signature fixed by the compatible API
 func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) error {
 	_, err := m.TearDownPodOutcomes(ctx, pod)
 	return err
@@ -36,8 +32,6 @@ func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) er
 // TearDownPodOutcomes is [Manager.TearDownPodWithContext] that also returns
 // the outcome of every attachment, in the order the DELs ran, whatever the
 // policy.
-//
-//nolint:gocritic // PodNetwork is passed by value like the compatible API
 func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Outcome, error) {
 	if err := checkPodArgs(&pod); err != nil {
 		return nil, err
@@ -310,7 +304,7 @@ func flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // inspecting the join itself
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()
 	}
 	return []error{err}
