@@ -55,12 +55,15 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	var plans []*plan
 	kept := 0
 	cached := map[cache.Attachment]map[string]bool{} // (network, ifname) -> container IDs with an entry
-	for _, e := range entries {
-		k := cache.Attachment{Network: e.Network, IfName: e.IfName}
+	markCached := func(network, id, ifname string) {
+		k := cache.Attachment{Network: network, IfName: ifname}
 		if cached[k] == nil {
 			cached[k] = map[string]bool{}
 		}
-		cached[k][e.ContainerID] = true
+		cached[k][id] = true
+	}
+	for _, e := range entries {
+		markCached(e.Network, e.ContainerID, e.IfName)
 		if validIDs[e.ContainerID] {
 			kept++
 			continue
@@ -84,6 +87,7 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 			errs = append(errs, perr)
 		case p != nil:
 			plans = append(plans, p)
+			markCached(p.Name, p.rt.ContainerID, p.Ifname) // planned here, so not again as uncached
 		}
 	}
 	plans = append(plans, m.planUncached(orderIDs, validIDs, cached, set, log)...)
