@@ -22,6 +22,9 @@ const tmpPrefix = ".tmp-"
 type Attachment struct {
 	Network string `json:"network"`
 	IfName  string `json:"ifName"`
+	// NetNS is the sandbox's netns path at ADD, so that an attachment
+	// that never reached libcni's cache can still be deleted inside it.
+	NetNS string `json:"netns,omitempty"`
 }
 
 type orderFile struct {

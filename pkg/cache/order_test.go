@@ -11,7 +11,7 @@ import (
 
 func TestOrderRoundTrip(t *testing.T) {
 	c := New(filepath.Join(t.TempDir(), "cni"))
-	atts := []Attachment{{"net2", "eth0"}, {"my-net", "net1"}, {"net1", "net2"}}
+	atts := []Attachment{{Network: "net2", IfName: "eth0", NetNS: "/run/netns/x"}, {Network: "my-net", IfName: "net1"}, {Network: "net1", IfName: "net2"}}
 
 	got, err := c.ReadOrder("abc")
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestOrderRoundTrip(t *testing.T) {
 
 func TestOrderFileFormat(t *testing.T) {
 	c := New(t.TempDir())
-	require.NoError(t, c.WriteOrder("abc", []Attachment{{"net1", "eth0"}, {"net2", "eth1"}}))
+	require.NoError(t, c.WriteOrder("abc", []Attachment{{Network: "net1", IfName: "eth0"}, {Network: "net2", IfName: "eth1"}}))
 
 	path := filepath.Join(c.Dir(), "ocicni", "attachments", "abc")
 	assert.Equal(t, filepath.Dir(path), c.OrdersDir())
@@ -66,7 +66,7 @@ func TestOrderFileFormat(t *testing.T) {
 
 func TestOrderModes(t *testing.T) {
 	c := New(filepath.Join(t.TempDir(), "cni"))
-	require.NoError(t, c.WriteOrder("abc", []Attachment{{"net1", "eth0"}}))
+	require.NoError(t, c.WriteOrder("abc", []Attachment{{Network: "net1", IfName: "eth0"}}))
 
 	for _, dir := range []string{c.Dir(), filepath.Join(c.Dir(), "ocicni"), c.OrdersDir()} {
 		fi, err := os.Stat(dir)
@@ -120,7 +120,7 @@ func TestOrderInvalidNames(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidName, "%q", id)
 		require.ErrorIs(t, c.RemoveOrder(id), ErrInvalidName, "%q", id)
 	}
-	for _, att := range []Attachment{{"", "eth0"}, {"net", ""}, {"../net", "eth0"}, {"net", "a/b"}} {
+	for _, att := range []Attachment{{Network: "", IfName: "eth0"}, {Network: "net", IfName: ""}, {Network: "../net", IfName: "eth0"}, {Network: "net", IfName: "a/b"}} {
 		require.ErrorIs(t, c.WriteOrder("abc", []Attachment{att}), ErrInvalidName, "%+v", att)
 	}
 	_, err := os.Stat(c.OrdersDir())

@@ -98,7 +98,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 	}
 	order := make([]cache.Attachment, len(plans))
 	for i, p := range plans {
-		order[i] = cache.Attachment{Network: p.Name, IfName: p.Ifname}
+		order[i] = cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS}
 	}
 	if err := m.cache.WriteOrder(pod.ID, order); err != nil {
 		log.WithError(err).Warn("Cannot record attachment order; teardown will use the fallback order")

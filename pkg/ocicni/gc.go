@@ -54,9 +54,9 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 
 	var plans []*plan
 	kept := 0
-	cached := map[cache.Attachment]map[string]bool{} // (network, ifname) -> container IDs with an entry
+	cached := map[NetAttachment]map[string]bool{} // (network, ifname) -> container IDs with an entry
 	markCached := func(network, id, ifname string) {
-		k := cache.Attachment{Network: network, IfName: ifname}
+		k := NetAttachment{Name: network, Ifname: ifname}
 		if cached[k] == nil {
 			cached[k] = map[string]bool{}
 		}
@@ -173,12 +173,28 @@ func (m *Manager) planCorrupt(err error, knownIDs []string, validIDs map[string]
 		return nil, &NetworkError{Network: network, IfName: ifname, Verb: "DEL",
 			Err: fmt.Errorf("%w (no loaded config to delete it with)", err)}
 	}
-	rt, rerr := buildRuntimeConf(&PodNetwork{ID: id}, NetAttachment{Name: network, Ifname: ifname})
+	rt, rerr := buildRuntimeConf(&PodNetwork{ID: id, NetNS: m.recordedNetNS(id, network, ifname)},
+		NetAttachment{Name: network, Ifname: ifname})
 	if rerr != nil {
 		return nil, rerr
 	}
 	return &plan{NetAttachment: NetAttachment{Name: network, Ifname: ifname}, list: n.list, rt: rt,
 		policy: n.policy, corrupt: ee.Path}, nil
+}
+
+// recordedNetNS returns the netns path recorded at ADD for an attachment,
+// or "" when there is no record.
+func (m *Manager) recordedNetNS(id, network, ifname string) string {
+	atts, err := m.cache.ReadOrder(id)
+	if err != nil {
+		return ""
+	}
+	for _, a := range atts {
+		if a.Network == network && a.IfName == ifname {
+			return a.NetNS
+		}
+	}
+	return ""
 }
 
 // guessCacheName splits a cache file name whose content is unreadable:
@@ -204,7 +220,7 @@ func guessCacheName(name string, knownIDs []string, set *networkSet) (network, i
 
 // planUncached plans DELs for attachments that an order record lists but
 // the cache lacks, for containers that are not valid.
-func (m *Manager) planUncached(orderIDs []string, validIDs map[string]bool, cached map[cache.Attachment]map[string]bool,
+func (m *Manager) planUncached(orderIDs []string, validIDs map[string]bool, cached map[NetAttachment]map[string]bool,
 	set *networkSet, log *logrus.Entry,
 ) []*plan {
 	var plans []*plan
@@ -218,10 +234,11 @@ func (m *Manager) planUncached(orderIDs []string, validIDs map[string]bool, cach
 			continue
 		}
 		for _, a := range atts {
-			if cached[a][id] || set.byName[a.Network] == nil {
+			att := NetAttachment{Name: a.Network, Ifname: a.IfName}
+			if cached[att][id] || set.byName[a.Network] == nil {
 				continue
 			}
-			p, err := m.planFor(&PodNetwork{ID: id}, NetAttachment{Name: a.Network, Ifname: a.IfName}, nil, set)
+			p, err := m.planFor(&PodNetwork{ID: id, NetNS: a.NetNS}, att, nil, set)
 			if err == nil {
 				plans = append(plans, p)
 			}
@@ -237,8 +254,8 @@ func (m *Manager) removeStaleOrders(orderIDs []string, validIDs map[string]bool,
 		if validIDs[id] {
 			continue
 		}
-		if left, _ := m.cache.ForContainer(id); len(left) > 0 {
-			continue
+		if left, err := m.cache.ForContainer(id); err != nil || len(left) > 0 {
+			continue // entries, or corrupt ones, remain: the record still helps
 		}
 		if err := m.cache.RemoveOrder(id); err != nil {
 			log.WithError(err).Warn("Cannot remove attachment order record")

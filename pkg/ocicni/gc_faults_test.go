@@ -48,12 +48,12 @@ func TestGCCorruptEntries(t *testing.T) {
 	assert.Equal(t, []string{e.cacheName("netb", orphan, "eth0")}, e.cacheFiles())
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "netb"), 1)
 
-	// The zero-length entry got one DEL with neta's loaded config and is
-	// gone. Without a readable entry GC knows no netns, so the DEL releases
-	// the reservation but not the link, which goes with the netns.
+	// The zero-length entry got one DEL with neta's loaded config, inside
+	// the netns recorded at ADD, and is gone.
 	assert.Equal(t, []string{"neta"}, e.networksFor("DEL", zero.ID))
 	assert.NoFileExists(t, zeroFile)
 	e.assertNoOrder(zero)
+	e.assertDetached(zero)
 	// The intact stale pod was collected as usual.
 	assert.Equal(t, []string{"neta"}, e.networksFor("DEL", plain.ID))
 	e.assertDetached(plain)
@@ -125,14 +125,16 @@ func TestGCRemovesOrderRecordOfFailedRollback(t *testing.T) {
 	require.NotNil(t, se.Rollback, "the rollback failed")
 	order, err := m.cache.ReadOrder(pod.ID)
 	require.NoError(t, err)
-	require.Equal(t, []cache.Attachment{{Network: "neta", IfName: "eth0"}}, order)
+	require.Equal(t, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: pod.NetNS}}, order)
 	require.Empty(t, e.cacheFiles())
 	require.Len(t, testenv.Reservations(t, e.dataDir, "neta"), 1)
 
-	// GC deletes it with the loaded config. The order record holds no
-	// netns, so the link stays until the netns goes.
+	require.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "bridge left eth0 behind")
+
+	// GC deletes it with the loaded config, inside the netns recorded at ADD.
 	require.NoError(t, os.Remove(flag))
 	require.NoError(t, m.GC(e.ctx(), nil))
+	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "the interface is gone too")
 	assert.Len(t, e.callsFor("DEL", pod.ID), 2, "the rollback's DEL and GC's")
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "neta"))
 	assert.Empty(t, e.cacheFiles())
