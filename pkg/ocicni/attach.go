@@ -43,6 +43,19 @@ func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
 	}, nil
 }
 
+// beginPodOp validates the pod's identity and takes its locks, for the
+// verbs that need nothing else checked first.
+func (m *Manager) beginPodOp(ctx context.Context, pod *PodNetwork) (func(), *logrus.Entry, error) {
+	if err := checkPodArgs(pod); err != nil {
+		return nil, nil, err
+	}
+	release, err := m.acquire(ctx, pod.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return release, m.podLog(pod), nil
+}
+
 func (m *Manager) podLog(pod *PodNetwork) *logrus.Entry {
 	return m.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
 }

@@ -25,15 +25,11 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 // then returns the cached result; without one it reads the interface's
 // addresses from the netns.
 func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
-	if err := checkPodArgs(&pod); err != nil {
-		return nil, err
-	}
-	release, err := m.acquire(ctx, pod.ID)
+	release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	log := m.podLog(&pod)
 
 	if err := checkLoopback(pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)

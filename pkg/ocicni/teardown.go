@@ -33,15 +33,11 @@ func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) er
 // the outcome of every attachment, in the order the DELs ran, whatever the
 // policy.
 func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Outcome, error) {
-	if err := checkPodArgs(&pod); err != nil {
-		return nil, err
-	}
-	release, err := m.acquire(ctx, pod.ID)
+	release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	log := m.podLog(&pod)
 
 	plans, outcomes, err := m.teardownPlans(&pod, log)
 	if err != nil {
