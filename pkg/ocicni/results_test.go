@@ -93,6 +93,11 @@ func TestResultShapes(t *testing.T) {
 			wantVer: "0.3.1", wantIface: "eth0", wantIPs: []string{"10.99.4.5/24"},
 		},
 		{
+			name: "0.3.0 result", version: "0.3.0",
+			result:  `{"cniVersion":"0.3.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"version":"4","address":"10.99.6.5/24","interface":0}]}`,
+			wantVer: "0.3.0", wantIface: "eth0", wantIPs: []string{"10.99.6.5/24"},
+		},
+		{
 			name: "0.4.0 result", version: "0.4.0",
 			result:  `{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"version":"4","address":"10.99.5.5/24","interface":0}]}`,
 			wantVer: "0.4.0", wantIface: "eth0", wantIPs: []string{"10.99.5.5/24"},

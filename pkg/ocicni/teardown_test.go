@@ -297,3 +297,26 @@ func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
 	}
 	assert.True(t, warned)
 }
+
+func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
+	e := newITEnv(t)
+	e.recordedBridge("neta", nil)
+	e.recordedBridge("gone", map[string]any{"del": map[string]any{"errorCode": 3, "errorMsg": "no such container"}})
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "neta"}, {Name: "gone"}}
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	pod.Networks = nil
+	outcomes, err := m.TearDownPodOutcomes(e.ctx(), pod)
+	require.NoError(t, err, "code 3 is success")
+	require.Len(t, outcomes, 2)
+	assert.Equal(t, "gone", outcomes[0].Network)
+	assert.Equal(t, AlreadyGone, outcomes[0].Class)
+	var ce *types.Error
+	require.ErrorAs(t, outcomes[0].Err, &ce)
+	assert.Equal(t, uint(types.ErrUnknownContainer), ce.Code)
+	assert.Empty(t, e.cacheFiles(), "its cache entry is removed like a deleted one")
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "neta"))
+}
