@@ -89,14 +89,38 @@
 // [Manager.TearDownPodOutcomes] returns the outcomes as values whatever the
 // policy.
 //
+// # Results
+//
+// Results of every spec version, 0.1.0 to 1.1.0, are accepted and returned
+// as the plugins produced them: empty results of configuration-only
+// plugins, 0.2.0 results without interfaces, IPs without an interface
+// index. Nothing dereferences an absent interface or IP. [SandboxIPs] picks
+// a network's sandbox interface and its IPs from any of them. A cached
+// result that cannot be converted to the config's version is returned as
+// stored, and the conversion error is logged.
+//
 // # Status and GC
 //
-// [Manager.GetPodNetworkStatusWithContext] runs CHECK for networks at CNI
-// 0.4.0 or later and returns the cached result, or the addresses read from
-// the netns when there is none. [Manager.StatusWithContext] fails while
-// there is no default network and runs STATUS on it at CNI 1.1.0 or later.
+// [Manager.GetPodNetworkStatusWithContext] returns the cached result, after
+// CHECK for networks at CNI 0.4.0 or later (unless disableCheck); without a
+// cached result it reads the interface's addresses from the netns through
+// netlink. A CHECK failure is a [NetworkError] naming the network.
+//
+// [Manager.StatusWithContext] fails while there is no default network and
+// runs STATUS on it at CNI 1.1.0 or later; a plugin's code, such as
+// [ErrCodePluginNotAvailable] (50) or [ErrCodeLimitedConnectivity] (51), is
+// reachable with errors.As. [Manager.NetworkStatuses] reports every loaded
+// network.
+//
 // [Manager.GC] deletes every cached attachment that no valid pod owns, with
-// its cached config, then sends the GC verb to networks at 1.1.0 or later.
+// its cached config, so attachments of removed networks are collected too;
+// corrupt entries and attachments recorded at ADD but never cached are
+// deleted with the loaded config inside the netns recorded at ADD. It then
+// sends the GC verb, with the valid attachments (never a nil list, which
+// libcni reads as "delete everything"), to networks at 1.1.0 or later that
+// do not set disableGC. A valid pod keeps every attachment the cache holds
+// for its ID, whatever the default network is now. GC holds the gate
+// exclusively, so no ADD runs while plugins collect.
 //
 // # Bad input
 //
