@@ -62,27 +62,30 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 	return results, nil
 }
 
-// statusAttachments picks the attachments to report.
+// statusAttachments picks the attachments to report: the requested ones;
+// else those recorded at ADD, in ADD order; else the container's cache
+// entries (a pod set up by another library); else the default network.
 func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAttachment, error) {
 	if len(pod.Networks) > 0 {
 		return assignIfnames(pod.Networks, "")
+	}
+	if recorded, err := m.cache.ReadOrder(pod.ID); err == nil && len(recorded) > 0 {
+		atts := make([]NetAttachment, len(recorded))
+		for i, a := range recorded {
+			atts[i] = NetAttachment{Name: a.Network, Ifname: a.IfName}
+		}
+		return atts, nil
 	}
 	entries, _ := m.cache.ForContainer(pod.ID)
 	if len(entries) == 0 {
 		atts, err := assignIfnames(nil, set.defaultName)
 		return atts, m.explainDefault(err, set)
 	}
-	recorded, _ := m.cache.ReadOrder(pod.ID)
-	keys := make([]NetAttachment, 0, len(entries))
+	atts := make([]NetAttachment, 0, len(entries))
 	for _, e := range entries {
-		keys = append(keys, NetAttachment{Name: e.Network, Ifname: e.IfName})
+		atts = append(atts, NetAttachment{Name: e.Network, Ifname: e.IfName})
 	}
-	sortForTeardown(keys, recorded)
-	// Teardown order is reverse ADD order; status wants ADD order.
-	for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
-		keys[i], keys[j] = keys[j], keys[i]
-	}
-	return keys, nil
+	return atts, nil
 }
 
 // checkOne returns the cached result, after CHECK where the version

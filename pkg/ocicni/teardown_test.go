@@ -93,6 +93,12 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 	e.addDelegateEntry(pod, "delegate", "eth0")
 	require.Len(t, e.cacheFiles(), 3)
 
+	// Status reports what this manager attached, not the delegate's entry.
+	status, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
+	require.NoError(t, err)
+	require.Len(t, status, 2)
+	assert.Equal(t, NetAttachment{Name: "neta", Ifname: "eth0"}, status[0].NetAttachment)
+
 	t.Run("requested networks are never widened", func(t *testing.T) {
 		only := pod
 		only.Networks = []NetAttachment{{Name: "netb", Ifname: "net1"}}
