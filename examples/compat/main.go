@@ -92,7 +92,7 @@ func run(ctx context.Context, confDir, binDir, cacheDir, netnsPath string) error
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	var first ocicni.NetResult = results[0]
+	first := results[0] // an ocicni.NetResult
 	fmt.Printf("attached %s as %s (result version %s)\n", first.Name, first.Ifname, first.Result.Version())
 
 	status, err := mgr.plugin.GetPodNetworkStatusWithContext(ctx, pod)
@@ -118,8 +118,9 @@ func main() {
 	netnsPath := flag.String("netns", "", "network namespace path")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := run(ctx, *confDir, *binDir, *cacheDir, *netnsPath); err != nil {
+	err := run(ctx, *confDir, *binDir, *cacheDir, *netnsPath)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		os.Exit(1)
 	}

@@ -4,7 +4,9 @@ package netns_test
 
 import (
 	"io/fs"
+	"net"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,7 +24,7 @@ func requireRoot(t *testing.T) {
 
 func TestDoRejectsBadPaths(t *testing.T) {
 	noop := func() error { return nil }
-	assert.Error(t, netns.Do("relative/ns", noop))
+	require.Error(t, netns.Do("relative/ns", noop))
 	err := netns.Do("/nonexistent/netns/path", noop)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	err = netns.Do(t.TempDir(), noop)
@@ -35,32 +37,40 @@ func TestNewDoRemove(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = netns.Remove(path) })
 
-	hostIfaces, err := os.ReadDir("/sys/class/net")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := os.Readlink("/proc/thread-self/ns/net")
 	require.NoError(t, err)
 
 	var names []string
 	require.NoError(t, netns.Do(path, func() error {
-		require.NoError(t, netns.SetUp("lo"))
+		if err := netns.SetUp("lo"); err != nil {
+			return err
+		}
 		iface, addrs, err := netns.Addrs("lo")
 		if err != nil {
 			return err
 		}
-		assert.NotZero(t, iface.Flags&1, "lo must be up")
+		assert.NotZero(t, iface.Flags&net.FlagUp, "lo must be up")
 		assert.NotEmpty(t, addrs, "lo gets 127.0.0.1 once up")
 		ok, err := netns.LinkExists("lo")
 		assert.True(t, ok)
-		ents, _ := os.ReadDir("/proc/self/net/dev")
-		_ = ents
 		names = append(names, iface.Name)
 		return err
 	}))
 	assert.Equal(t, []string{"lo"}, names)
-	assert.ErrorIs(t, netns.Do(path, func() error { return netns.SetUp("nope0") }), netns.ErrLinkNotFound)
+	require.ErrorIs(t, netns.Do(path, func() error { return netns.SetUp("nope0") }), netns.ErrLinkNotFound)
 
 	// The caller's namespace is unchanged.
-	after, err := os.ReadDir("/sys/class/net")
+	after, err := os.Readlink("/proc/thread-self/ns/net")
 	require.NoError(t, err)
-	assert.Len(t, after, len(hostIfaces))
+	assert.Equal(t, before, after)
+	var inside string
+	require.NoError(t, netns.Do(path, func() error {
+		inside, err = os.Readlink("/proc/thread-self/ns/net")
+		return err
+	}))
+	assert.NotEqual(t, before, inside, "Do ran inside the other namespace")
 
 	require.NoError(t, netns.Remove(path))
 	_, err = os.Stat(path)

@@ -1,7 +1,6 @@
 package ocicni
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,7 +75,7 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 			assert.Empty(t, e.calls(""), "no plugin ran")
 			assert.Empty(t, e.cacheFiles(), "no cache entry")
 			_, serr := os.Stat(filepath.Join(e.cacheDir, "ocicni"))
-			assert.True(t, errors.Is(serr, os.ErrNotExist), "no order record written")
+			assert.ErrorIs(t, serr, os.ErrNotExist, "no order record written")
 		})
 	}
 

@@ -65,7 +65,7 @@ func TestDifferentPodsRunConcurrently(t *testing.T) {
 	}
 	// Both ADDs start before either finishes.
 	require.Eventually(t, func() bool { return addsStarted(e)() == 2 }, 10*time.Second, 5*time.Millisecond)
-	assert.Len(t, finished, 0, "both ADDs were running at once")
+	assert.Empty(t, finished, "both ADDs were running at once")
 	wg.Wait()
 	for _, p := range pods {
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), p))

@@ -215,7 +215,7 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		}
 		list = l
 	} else {
-		conf, err := libcni.ConfFromFile(path)
+		conf, err := libcni.ConfFromFile(path) //nolint:staticcheck // .conf/.json files are part of the contract
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return fail("", err)
@@ -225,7 +225,7 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		if conf.Network.Type == "" {
 			return fail(conf.Network.Name, fmt.Errorf("%w: no plugin \"type\" (is this a .conflist?)", ErrInvalidConfig))
 		}
-		if list, err = libcni.ConfListFromConf(conf); err != nil {
+		if list, err = libcni.ConfListFromConf(conf); err != nil { //nolint:staticcheck // as above
 			return fail(conf.Network.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 		}
 	}

@@ -54,12 +54,12 @@ func TestTeardownCorruptCacheEntry(t *testing.T) {
 
 func TestTeardownCorruptEntryWithoutConfigIsReported(t *testing.T) {
 	e := newITEnv(t)
-	m, pod := twoNetPod(t, e)
+	_, pod := twoNetPod(t, e)
 	require.NoError(t, os.WriteFile(e.cachePath("neta", pod, "eth0"), nil, 0o600))
 	files, _ := filepath.Glob(filepath.Join(e.confDir, "*-neta.conflist"))
 	require.Len(t, files, 1)
 	require.NoError(t, os.Remove(files[0]))
-	m = e.restart()
+	m := e.restart()
 
 	err := m.TearDownPodWithContext(e.ctx(), pod)
 	var te *TeardownError

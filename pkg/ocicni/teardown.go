@@ -215,14 +215,14 @@ func listFromCache(b []byte) (*libcni.NetworkConfigList, error) {
 	if err == nil && len(list.Plugins) > 0 {
 		return list, nil
 	}
-	conf, cerr := libcni.ConfFromBytes(b)
+	conf, cerr := libcni.ConfFromBytes(b) //nolint:staticcheck // older libcni users cached plain configs
 	if cerr != nil {
 		return nil, errors.Join(err, cerr)
 	}
 	if conf.Network.Type == "" {
 		return nil, fmt.Errorf("%w: cached config has no plugins", ErrInvalidConfig)
 	}
-	return libcni.ConfListFromConf(conf)
+	return libcni.ConfListFromConf(conf) //nolint:staticcheck // as above
 }
 
 // deleteAll runs DEL for every plan in the given order and never stops
