@@ -13,21 +13,29 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// loaderEnv is a conf dir and a bin dir under one test-owned root (so the
+// conf dir's parent belongs to the test too) and a fake exec that answers
+// VERSION: config loading and watching need no plugin to run.
 type loaderEnv struct {
-	confDir, binDir string
-	exec            *fakeExec
-	log             *test.Hook
+	root, confDir, binDir string
+	exec                  *fakeExec
+	log                   *test.Hook
 }
 
 func newLoaderEnv(t *testing.T) *loaderEnv {
 	t.Helper()
-	e := &loaderEnv{confDir: t.TempDir(), binDir: t.TempDir(), exec: newFakeExec()}
+	root := t.TempDir()
+	e := &loaderEnv{root: root, confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: newFakeExec()}
+	require.NoError(t, os.Mkdir(e.confDir, 0o755))
+	require.NoError(t, os.Mkdir(e.binDir, 0o755))
 	for _, typ := range []string{"good", "other"} {
 		installPlugin(t, e.binDir, typ)
 	}
 	return e
 }
 
+// manager starts a manager without a watcher; later options override
+// earlier ones (withWatcher turns it back on).
 func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
 	t.Helper()
 	logger, hook := test.NewNullLogger()
@@ -39,7 +47,7 @@ func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
 	}
 	m, err := New(append(base, opts...)...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Shutdown() })
+	t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
 	return m
 }
 

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,40 +28,18 @@ const (
 	watchTick     = 5 * time.Millisecond
 )
 
-// watchEnv is a conf dir and a bin dir under one test-owned root, so that
-// the conf dir's parent belongs to the test too.
-type watchEnv struct {
-	root, confDir, binDir string
-	exec                  *fakeExec
-	log                   *test.Hook
-}
+// watchEnv is a loaderEnv whose manager watches.
+type watchEnv struct{ *loaderEnv }
 
 func newWatchEnv(t *testing.T) *watchEnv {
 	t.Helper()
-	root := t.TempDir()
-	e := &watchEnv{root: root, confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: newFakeExec()}
-	require.NoError(t, os.Mkdir(e.confDir, 0o755))
-	require.NoError(t, os.Mkdir(e.binDir, 0o755))
-	for _, typ := range []string{"good", "other"} {
-		installPlugin(t, e.binDir, typ)
-	}
-	return e
+	return &watchEnv{newLoaderEnv(t)}
 }
 
 // manager starts a watching manager; later options override earlier ones.
 func (e *watchEnv) manager(t *testing.T, opts ...Option) *Manager {
 	t.Helper()
-	logger, hook := test.NewNullLogger()
-	logger.SetLevel(logrus.DebugLevel)
-	e.log = hook
-	base := []Option{
-		WithConfDir(e.confDir), WithBinDirs(e.binDir), WithCacheDir(t.TempDir()),
-		WithExec(e.exec), WithLogger(logrus.NewEntry(logger)), WithReloadDebounce(watchDebounce),
-	}
-	m, err := New(append(base, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
-	return m
+	return e.loaderEnv.manager(t, append([]Option{withWatcher, WithReloadDebounce(watchDebounce)}, opts...)...)
 }
 
 // waitNetworks waits until exactly the given networks are loaded.
