@@ -25,3 +25,14 @@ func withWatcher(o *options) error {
 	o.watch = true
 	return nil
 }
+
+// onlyFailure asserts that err is a *TeardownError with exactly one
+// failure, on network, and returns it.
+func onlyFailure(t *testing.T, err error, network string) Outcome {
+	t.Helper()
+	var te *TeardownError
+	require.ErrorAs(t, err, &te)
+	require.Len(t, te.Failures(), 1)
+	require.Equal(t, network, te.Failures()[0].Network)
+	return te.Failures()[0]
+}
