@@ -109,6 +109,9 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) ([]*plan, []
 	if oerr != nil {
 		log.WithError(oerr).Warn("Cannot read attachment order; using the fallback order")
 	}
+	if pod.NetNS == "" && len(recorded) > 0 {
+		pod.NetNS = recorded[0].NetNS // for attachments that were never cached
+	}
 	for _, a := range recorded {
 		k := NetAttachment{Name: a.Network, Ifname: a.IfName}
 		if !slices.Contains(keys, k) {

@@ -323,3 +323,28 @@ func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
 	assert.Empty(t, e.cacheFiles(), "its cache entry is removed like a deleted one")
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "neta"))
 }
+
+// A setup whose rollback failed leaves an attachment that libcni never
+// cached; a later teardown that names only the sandbox ID (as after a
+// runtime restart) still deletes it inside the netns recorded at ADD.
+func TestTeardownOfUncachedAttachmentUsesRecordedNetns(t *testing.T) {
+	e := newITEnv(t)
+	flag := faultFlag(t)
+	e.recordedBridge("neta", map[string]any{
+		"add": map[string]any{"errorMsg": "boom"},
+		"del": map[string]any{"errorCode": 11, "onlyIfExists": flag},
+	})
+	m := e.start()
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	var se *SetupError
+	require.ErrorAs(t, err, &se)
+	require.NotNil(t, se.Rollback)
+	require.Empty(t, e.cacheFiles())
+	require.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+
+	require.NoError(t, os.Remove(flag))
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
+	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+	e.assertClean(pod, "neta")
+}
