@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +117,64 @@ func BenchmarkReloadNewFileAmong30(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// BenchmarkThroughput8Workers runs pod setup+teardown from 8 workers, as a
+// runtime does under load, through raw libcni and through the manager on
+// the same config, and reports pods per second for each.
+func BenchmarkThroughput8Workers(b *testing.B) {
+	e := newBenchEnv(b, 1)
+	ctx := context.Background()
+	const workers = 8
+	run := func(b *testing.B, pod func(w, i int, nsPath string) error) {
+		b.Helper()
+		nss := make([]string, workers)
+		for w := range nss {
+			p, err := netns.New()
+			require.NoError(b, err)
+			nss[w] = p
+			b.Cleanup(func() { _ = netns.Remove(p) })
+		}
+		b.ResetTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		per := max(b.N/workers, 1)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range per {
+					if err := pod(w, i, nss[w]); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(per*workers)/time.Since(start).Seconds(), "pods/s")
+	}
+	b.Run("libcni", func(b *testing.B) {
+		run(b, func(w, i int, nsPath string) error {
+			rt := &libcni.RuntimeConf{ContainerID: fmt.Sprintf("raw%d-%d-%d", b.N, w, i), NetNS: nsPath, IfName: "eth0"}
+			if _, err := e.raw.AddNetworkList(ctx, e.list, rt); err != nil {
+				return err
+			}
+			return e.raw.DelNetworkList(ctx, e.list, rt)
+		})
+	})
+	b.Run("ocicni", func(b *testing.B) {
+		run(b, func(w, i int, nsPath string) error {
+			pod := PodNetwork{ID: fmt.Sprintf("mgr%d-%d-%d", b.N, w, i), NetNS: nsPath, Name: "bench", Namespace: "bench"}
+			if _, err := e.m.SetUpPodWithContext(ctx, pod); err != nil {
+				return err
+			}
+			return e.m.TearDownPodWithContext(ctx, pod)
+		})
+	})
 }
