@@ -41,6 +41,16 @@ type networkSet struct {
 	skipped     []*ConfigError // files that were not loaded, in file order
 }
 
+// names returns the loaded networks' names, sorted.
+func (s *networkSet) names() []string {
+	names := make([]string, 0, len(s.byName))
+	for n := range s.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 func (s *networkSet) defaultNetwork() *network {
 	if s.defaultName == "" {
 		return nil
@@ -91,9 +101,11 @@ type parsedFile struct {
 // timestamp tick would otherwise look unchanged.
 const freshWindow = 2 * time.Second
 
-type versionKey struct {
-	path  string
+// versionEntry is a plugin binary's VERSION answer and the stamp of the
+// binary that gave it.
+type versionEntry struct {
 	stamp fileStamp
+	info  version.PluginInfo
 }
 
 // loader reads the conf dir. It remembers parsed files and plugin VERSION
@@ -107,7 +119,7 @@ type loader struct {
 
 	mu       sync.Mutex // serializes reloads; guards files and versions
 	files    map[string]*parsedFile
-	versions map[versionKey]version.PluginInfo
+	versions map[string]versionEntry // by binary path
 }
 
 func newLoader(o *options, exec invoke.Exec, log *logrus.Entry) *loader {
@@ -118,7 +130,7 @@ func newLoader(o *options, exec invoke.Exec, log *logrus.Entry) *loader {
 		exec:     exec,
 		log:      log,
 		files:    make(map[string]*parsedFile),
-		versions: make(map[versionKey]version.PluginInfo),
+		versions: make(map[string]versionEntry),
 	}
 }
 
@@ -222,11 +234,8 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 			}
 			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 		}
-		if conf.Network.Type == "" {
-			return fail(conf.Network.Name, fmt.Errorf("%w: no plugin \"type\" (is this a .conflist?)", ErrInvalidConfig))
-		}
-		if list, err = libcni.ConfListFromConf(conf); err != nil { //nolint:staticcheck // as above
-			return fail(conf.Network.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		if list, err = pluginConfToList(conf); err != nil {
+			return fail(conf.Network.Name, err)
 		}
 	}
 	switch {
@@ -250,6 +259,19 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 	}
 	pf.list = list
 	return pf
+}
+
+// pluginConfToList turns a single-plugin config (a .conf or .json file, or
+// the cache entry of an older libcni user) into a one-plugin list.
+func pluginConfToList(conf *libcni.PluginConfig) (*libcni.NetworkConfigList, error) {
+	if conf.Network.Type == "" {
+		return nil, fmt.Errorf("%w: no plugin \"type\" (is this a .conflist?)", ErrInvalidConfig)
+	}
+	list, err := libcni.ConfListFromConf(conf) //nolint:staticcheck // .conf/.json files are part of the contract
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return list, nil
 }
 
 // peekName extracts a network name from a file that failed to parse, so
@@ -313,11 +335,10 @@ func (l *loader) validate(ctx context.Context, file string, list *libcni.Network
 
 // versionInfo returns a plugin's VERSION answer; l.mu must be held.
 func (l *loader) versionInfo(ctx context.Context, path string) (version.PluginInfo, error) {
-	var key versionKey
-	if fi, err := os.Stat(path); err == nil {
-		key = versionKey{path: path, stamp: stampOf(fi)}
-		if info, ok := l.versions[key]; ok {
-			return info, nil
+	fi, statErr := os.Stat(path) // fails for a faked exec's paths: then no caching
+	if statErr == nil {
+		if v, ok := l.versions[path]; ok && v.stamp == stampOf(fi) {
+			return v.info, nil
 		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
@@ -326,13 +347,8 @@ func (l *loader) versionInfo(ctx context.Context, path string) (version.PluginIn
 	if err != nil {
 		return nil, err
 	}
-	if key.path != "" {
-		for k := range l.versions {
-			if k.path == path {
-				delete(l.versions, k) // a replaced binary
-			}
-		}
-		l.versions[key] = info
+	if statErr == nil {
+		l.versions[path] = versionEntry{stamp: stampOf(fi), info: info}
 	}
 	return info, nil
 }

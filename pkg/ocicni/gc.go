@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
@@ -99,9 +100,9 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	}
 	m.removeStaleOrders(orderIDs, validIDs, log)
 
-	for _, name := range m.Networks() {
+	for _, name := range set.names() {
 		n := set.byName[name]
-		if n == nil || n.list.DisableGC {
+		if n.list.DisableGC {
 			continue
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(n.list.CNIVersion, "1.1.0"); !ok {
@@ -248,14 +249,28 @@ func (m *Manager) planUncached(orderIDs []string, validIDs map[string]bool, cach
 }
 
 // removeStaleOrders drops the order records of invalid containers that no
-// longer have cache entries.
+// longer have cache entries, readable or corrupt (for those the record
+// still holds the netns). One scan of the cache serves every record.
 func (m *Manager) removeStaleOrders(orderIDs []string, validIDs map[string]bool, log *logrus.Entry) {
-	for _, id := range orderIDs {
-		if validIDs[id] {
-			continue
+	left, lerr := m.cache.List()
+	has := make(map[string]bool, len(left))
+	for _, e := range left {
+		has[e.ContainerID] = true
+	}
+	var corrupt []string
+	for _, err := range flatten(lerr) {
+		var ee *cache.EntryError
+		if !errors.As(err, &ee) {
+			return // the cache cannot be read: keep every record
 		}
-		if left, err := m.cache.ForContainer(id); err != nil || len(left) > 0 {
-			continue // entries, or corrupt ones, remain: the record still helps
+		corrupt = append(corrupt, filepath.Base(ee.Path))
+	}
+	for _, id := range orderIDs {
+		if validIDs[id] || has[id] || slices.ContainsFunc(corrupt, func(name string) bool {
+			_, _, ok := cache.SplitFileName(name, id)
+			return ok
+		}) {
+			continue
 		}
 		if err := m.cache.RemoveOrder(id); err != nil {
 			log.WithError(err).Warn("Cannot remove attachment order record")

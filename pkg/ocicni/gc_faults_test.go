@@ -47,6 +47,7 @@ func TestGCCorruptEntries(t *testing.T) {
 	assert.Empty(t, e.callsFor("DEL", orphan.ID))
 	assert.Equal(t, []string{e.cacheName("netb", orphan, "eth0")}, e.cacheFiles())
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "netb"), 1)
+	assert.Contains(t, e.orderFiles(), orphan.ID, "kept while its corrupt entry remains: it holds the netns")
 
 	// The zero-length entry got one DEL with neta's loaded config, inside
 	// the netns recorded at ADD, and is gone.
@@ -84,14 +85,8 @@ func TestGCContinuesPastErrors(t *testing.T) {
 
 	err := m.GC(e.ctx(), nil)
 
-	var ne *NetworkError
-	require.ErrorAs(t, err, &ne)
-	assert.Equal(t, "busy", ne.Network)
+	ne := requirePluginError(t, err, "busy", "DEL", types.ErrTryAgainLater)
 	assert.Equal(t, "eth0", ne.IfName)
-	assert.Equal(t, "DEL", ne.Verb)
-	var ce *types.Error
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, uint(types.ErrTryAgainLater), ce.Code)
 	assert.Contains(t, err.Error(), `"busy"`)
 
 	// b was still released; a keeps its cache entry and order record for
@@ -109,27 +104,7 @@ func TestGCContinuesPastErrors(t *testing.T) {
 
 func TestGCRemovesOrderRecordOfFailedRollback(t *testing.T) {
 	e := newITEnv(t)
-	flag := faultFlag(t)
-	e.recordedBridge("neta", map[string]any{
-		"add": map[string]any{"errorMsg": "boom"},
-		"del": map[string]any{"errorCode": 11, "onlyIfExists": flag},
-	})
-	m := e.start()
-	pod := e.pod("p")
-
-	// bridge's ADD succeeds, the recorder's fails, and the rollback DEL
-	// stops at the recorder: an attachment that was never cached.
-	_, err := m.SetUpPodWithContext(e.ctx(), pod)
-	var se *SetupError
-	require.ErrorAs(t, err, &se)
-	require.NotNil(t, se.Rollback, "the rollback failed")
-	order, err := m.cache.ReadOrder(pod.ID)
-	require.NoError(t, err)
-	require.Equal(t, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: pod.NetNS}}, order)
-	require.Empty(t, e.cacheFiles())
-	require.Len(t, testenv.Reservations(t, e.dataDir, "neta"), 1)
-
-	require.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "bridge left eth0 behind")
+	m, pod, flag := e.failedRollbackPod()
 
 	// GC deletes it with the loaded config, inside the netns recorded at ADD.
 	require.NoError(t, os.Remove(flag))

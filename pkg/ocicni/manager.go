@@ -3,7 +3,7 @@ package ocicni
 import (
 	"bytes"
 	"context"
-	"slices"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -71,13 +71,18 @@ func New(opts ...Option) (*Manager, error) {
 	m.nets.Store(&networkSet{byName: map[string]*network{}, defaultName: o.defaultNet})
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 
-	m.reload(m.ctx)
+	// Watches go in before the first load, so that a file written between
+	// the two is not missed.
+	var w *watcher
 	if o.watch {
-		w, err := newWatcher(m)
-		if err != nil {
+		var err error
+		if w, err = newWatcher(m); err != nil {
 			m.cancel()
 			return nil, err
 		}
+	}
+	m.reload(m.ctx)
+	if w != nil {
 		m.wg.Add(1)
 		go w.run()
 	}
@@ -120,13 +125,24 @@ func (m *Manager) logChanges(old, set *networkSet) {
 	}
 }
 
+// containsSkip reports whether list already skipped e's file for the same
+// kind of reason, so that a reload does not log the same skip again.
 func containsSkip(list []*ConfigError, e *ConfigError) bool {
 	for _, s := range list {
-		if s.File == e.File && s.Err.Error() == e.Err.Error() {
+		if s.File == e.File && s.Network == e.Network && skipKind(s) == skipKind(e) {
 			return true
 		}
 	}
 	return false
+}
+
+func skipKind(e *ConfigError) error {
+	for _, kind := range []error{ErrInvalidConfig, ErrPluginNotFound, ErrUnsupportedVersion} {
+		if errors.Is(e, kind) {
+			return kind
+		}
+	}
+	return nil
 }
 
 // snapshot returns the current network set.
@@ -153,15 +169,7 @@ func (m *Manager) Name() string { return CNIPluginName }
 func (m *Manager) GetDefaultNetworkName() string { return m.snapshot().defaultName }
 
 // Networks returns the names of the loaded networks, sorted.
-func (m *Manager) Networks() []string {
-	set := m.snapshot()
-	names := make([]string, 0, len(set.byName))
-	for n := range set.byName {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (m *Manager) Networks() []string { return m.snapshot().names() }
 
 // Skipped returns why configuration files were not loaded, in file order.
 func (m *Manager) Skipped() []*ConfigError {

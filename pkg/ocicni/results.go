@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 )
@@ -87,14 +88,6 @@ func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b NetworkStatus) int {
-		switch {
-		case a.Network < b.Network:
-			return -1
-		case a.Network > b.Network:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b NetworkStatus) int { return strings.Compare(a.Network, b.Network) })
 	return out
 }

@@ -19,11 +19,11 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 }
 
 // GetPodNetworkStatusWithContext returns one result per attachment: the
-// requested networks, or, with none requested, the attachments found in
-// the cache in ADD order (the default network first), or the default
-// network. For each it runs CHECK when the network's version supports it,
-// then returns the cached result; without one it reads the interface's
-// addresses from the netns.
+// requested networks; with none requested, the attachments recorded at ADD
+// in ADD order (the default network first), else the container's cache
+// entries, else the default network. For each it runs CHECK when the
+// network's version supports it, then returns the cached result; without
+// one it reads the interface's addresses from the netns.
 func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
 	release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
@@ -88,14 +88,32 @@ func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAtta
 	return atts, nil
 }
 
-// checkOne returns the cached result, after CHECK where the version
-// supports it. Without a cached result there is nothing to CHECK against
-// (CHECK needs prevResult), so it reads the interface from the netns. A
-// cached result that cannot be converted to the config's version is
-// returned as stored, and the conversion error is logged.
+// checkOne returns the attachment's cached result, after CHECK where the
+// version supports it. The cache entry read once by the caller serves as
+// the result; libcni reads it again only for CHECK's prevResult. Without a
+// readable cached result there is nothing to CHECK against, so it reads the
+// interface from the netns. A cached result that cannot be converted to the
+// config's version is returned as stored, without CHECK, and the conversion
+// error is logged.
 func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry *cache.Entry, log *logrus.Entry) (types.Result, error) {
-	res, err := m.cni.GetNetworkListCachedResult(p.list, p.rt)
-	if err == nil && res != nil {
+	var cached types.Result
+	if entry != nil {
+		r, err := entry.Result()
+		if err != nil {
+			planLog(log, p, "CHECK").WithError(err).Warn("Cached result unreadable; reading the netns")
+		}
+		cached = r
+	}
+	if cached != nil {
+		if p.list.CNIVersion == "" {
+			return cached, nil
+		}
+		res, err := cached.GetAsVersion(p.list.CNIVersion)
+		if err != nil {
+			planLog(log, p, "CHECK").WithError(err).
+				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
+			return cached, nil
+		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
 			if err := m.cni.CheckNetworkList(ctx, p.list, p.rt); err != nil {
 				return nil, err
@@ -103,19 +121,9 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 		}
 		return res, nil
 	}
-	if err != nil && entry != nil {
-		if raw, rerr := entry.Result(); rerr == nil && raw != nil {
-			planLog(log, p, "CHECK").WithError(err).
-				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
-			return raw, nil
-		}
-	}
-	mac, addrs, nerr := interfaceAddrs(pod.NetNS, p.Ifname)
-	if nerr != nil {
-		if err != nil {
-			return nil, fmt.Errorf("%w (cached result unreadable: %w)", nerr, err)
-		}
-		return nil, nerr
+	mac, addrs, err := interfaceAddrs(pod.NetNS, p.Ifname)
+	if err != nil {
+		return nil, err
 	}
 	r := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,

@@ -3,7 +3,6 @@ package ocicni
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -222,10 +221,7 @@ func listFromCache(b []byte) (*libcni.NetworkConfigList, error) {
 	if cerr != nil {
 		return nil, errors.Join(err, cerr)
 	}
-	if conf.Network.Type == "" {
-		return nil, fmt.Errorf("%w: cached config has no plugins", ErrInvalidConfig)
-	}
-	return libcni.ConfListFromConf(conf) //nolint:staticcheck // as above
+	return pluginConfToList(conf)
 }
 
 // deleteAll runs DEL for every plan in the given order and never stops
