@@ -5,6 +5,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/netns"
@@ -35,4 +36,18 @@ func onlyFailure(t *testing.T, err error, network string) Outcome {
 	require.Len(t, te.Failures(), 1)
 	require.Equal(t, network, te.Failures()[0].Network)
 	return te.Failures()[0]
+}
+
+// requirePluginError asserts that err carries a *NetworkError for network
+// and verb, and that the plugin's *types.Error with code is reachable.
+func requirePluginError(t *testing.T, err error, network, verb string, code uint) *NetworkError {
+	t.Helper()
+	var ne *NetworkError
+	require.ErrorAs(t, err, &ne)
+	assert.Equal(t, network, ne.Network)
+	assert.Equal(t, verb, ne.Verb)
+	var ce *types.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, code, ce.Code)
+	return ne
 }

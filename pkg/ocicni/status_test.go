@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -83,12 +82,6 @@ func TestStatusCheckFailureNamesNetwork(t *testing.T) {
 	_, err := m.SetUpPodWithContext(e.ctx(), pod)
 	require.NoError(t, err)
 	_, err = m.GetPodNetworkStatusWithContext(e.ctx(), pod)
-	var ne *NetworkError
-	require.ErrorAs(t, err, &ne)
-	assert.Equal(t, "chk", ne.Network)
-	assert.Equal(t, "CHECK", ne.Verb)
-	var ce *types.Error
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, uint(101), ce.Code)
+	requirePluginError(t, err, "chk", "CHECK", 101)
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 }

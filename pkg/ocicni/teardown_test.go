@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // faultFlag returns a path whose existence switches a recorder fault on.
@@ -169,13 +170,7 @@ func TestSetupRollback(t *testing.T) {
 	var se *SetupError
 	require.ErrorAs(t, err, &se)
 	assert.Nil(t, se.Rollback)
-	var ne *NetworkError
-	require.ErrorAs(t, err, &ne)
-	assert.Equal(t, "bad", ne.Network)
-	assert.Equal(t, "ADD", ne.Verb)
-	var ce *types.Error
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, uint(7), ce.Code)
+	requirePluginError(t, err, "bad", "ADD", 7)
 
 	assert.Equal(t, []string{"bad", "good"}, e.callNetworks("DEL"), "DEL ran for the failed network too, then the earlier one")
 	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
@@ -329,6 +324,21 @@ func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
 // runtime restart) still deletes it inside the netns recorded at ADD.
 func TestTeardownOfUncachedAttachmentUsesRecordedNetns(t *testing.T) {
 	e := newITEnv(t)
+	m, pod, flag := e.failedRollbackPod()
+
+	require.NoError(t, os.Remove(flag))
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
+	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+	e.assertClean(pod, "neta")
+}
+
+// failedRollbackPod sets up a pod on "neta" (bridge+host-local, then a
+// recorder) whose ADD fails at the recorder and whose rollback DEL fails at
+// the recorder too, while the returned flag file exists: bridge's eth0 and
+// its reservation are left, recorded in the order record but never cached.
+func (e *itEnv) failedRollbackPod() (*Manager, PodNetwork, string) {
+	t := e.t
+	t.Helper()
 	flag := faultFlag(t)
 	e.recordedBridge("neta", map[string]any{
 		"add": map[string]any{"errorMsg": "boom"},
@@ -339,12 +349,12 @@ func TestTeardownOfUncachedAttachmentUsesRecordedNetns(t *testing.T) {
 	_, err := m.SetUpPodWithContext(e.ctx(), pod)
 	var se *SetupError
 	require.ErrorAs(t, err, &se)
-	require.NotNil(t, se.Rollback)
+	require.NotNil(t, se.Rollback, "the rollback failed")
+	order, err := m.cache.ReadOrder(pod.ID)
+	require.NoError(t, err)
+	require.Equal(t, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: pod.NetNS}}, order)
 	require.Empty(t, e.cacheFiles())
-	require.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
-
-	require.NoError(t, os.Remove(flag))
-	require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
-	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
-	e.assertClean(pod, "neta")
+	require.Len(t, testenv.Reservations(t, e.dataDir, "neta"), 1)
+	require.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "bridge left eth0 behind")
+	return m, pod, flag
 }
