@@ -1,0 +1,11 @@
+//go:build !unix
+
+package fsutil
+
+import "os"
+
+// openNonBlocking opens path read-only. Platforms without O_NONBLOCK rely
+// on the stat before and after the open.
+func openNonBlocking(path string, _ bool) (*os.File, error) {
+	return os.Open(path)
+}
