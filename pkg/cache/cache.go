@@ -9,7 +9,14 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
+
+// MaxFileSize bounds the cache entries and order records this package
+// reads. libcni's entries are a few kB; a larger file is reported as
+// corrupt instead of being read into memory.
+const MaxFileSize = 4 << 20
 
 // Cache gives access to one libcni cache directory. Its methods are safe
 // for concurrent use: a Cache holds no state but the directory, and every
@@ -51,7 +58,7 @@ func (c *Cache) ResultsDir() string {
 // Subdirectories are ignored.
 func (c *Cache) List() ([]*Entry, error) {
 	return c.scan(selector{
-		name: func(string) (nameHint, bool) { return nameHint{}, true },
+		match: func(string) bool { return true },
 	})
 }
 
@@ -59,16 +66,18 @@ func (c *Cache) List() ([]*Entry, error) {
 // is id. Only files whose name splits around "-<id>-" (see
 // [SplitFileName]) are read. A corrupt file with such a name is reported
 // unless its content names another container; its *[EntryError] takes
-// Network, ContainerID and IfName from the file name.
+// Network, ContainerID and IfName from the file name (see
+// [ParseFileName]).
 func (c *Cache) ForContainer(id string) ([]*Entry, error) {
-	if err := ValidateName(FieldContainerID, id); err != nil {
+	if err := ValidateContainerID(id); err != nil {
 		return nil, err
 	}
 	return c.scan(selector{
-		name: func(name string) (nameHint, bool) {
-			network, ifname, ok := SplitFileName(name, id)
-			return nameHint{network: network, id: id, ifname: ifname}, ok
+		match: func(name string) bool {
+			_, _, ok := SplitFileName(name, id)
+			return ok
 		},
+		id:    id,
 		field: func(e *Entry) string { return e.ContainerID },
 		want:  id,
 	})
@@ -79,24 +88,23 @@ func (c *Cache) ForContainer(id string) ([]*Entry, error) {
 // network names may contain '-', a corrupt file of network "a-b" is also
 // reported by ForNetwork("a") unless its content names the network.
 func (c *Cache) ForNetwork(name string) ([]*Entry, error) {
-	if err := ValidateName(FieldNetwork, name); err != nil {
+	if err := ValidateNetworkName(name); err != nil {
 		return nil, err
 	}
 	prefix := name + "-"
 	return c.scan(selector{
-		name: func(fileName string) (nameHint, bool) {
-			ok := strings.HasPrefix(fileName, prefix) && len(fileName) > len(prefix)
-			return nameHint{network: name}, ok
+		match: func(fileName string) bool {
+			return strings.HasPrefix(fileName, prefix) && len(fileName) > len(prefix)
 		},
 		field: func(e *Entry) string { return e.Network },
 		want:  name,
 	})
 }
 
-// Get reads the entry stored in <results>/<network>-<id>-<ifname>, as
-// stored: like libcni, it does not compare the content with the file name.
-// Every failure is an *[EntryError]; an absent file gives one that matches
-// fs.ErrNotExist.
+// Get reads the entry stored in <results>/<network>-<id>-<ifname>. Unlike
+// libcni it requires the content to agree with the file name (see
+// [Cache.List]). Every failure is an *[EntryError]; an absent file gives
+// one that matches fs.ErrNotExist.
 func (c *Cache) Get(network, id, ifname string) (*Entry, error) {
 	name, err := FileName(network, id, ifname)
 	if err != nil {
@@ -105,7 +113,7 @@ func (c *Cache) Get(network, id, ifname string) (*Entry, error) {
 	path := filepath.Join(c.ResultsDir(), name)
 	e, err := readEntry(path)
 	if err != nil {
-		return nil, entryError(path, nameHint{network, id, ifname}, e, err)
+		return nil, entryError(path, id, e, err)
 	}
 	return e, nil
 }
@@ -143,14 +151,13 @@ func (c *Cache) RemoveFile(path string) error {
 	return nil
 }
 
-// nameHint is what a file name says about the entry inside it.
-type nameHint struct{ network, id, ifname string }
-
 // selector picks the files a scan reads and the entries it keeps.
 type selector struct {
-	// name reports whether a file may hold a wanted entry, and what its
-	// name says about that entry.
-	name func(fileName string) (nameHint, bool)
+	// match reports whether a file may hold a wanted entry.
+	match func(fileName string) bool
+	// id is the container ID the scan is for, if any; it splits the names
+	// of corrupt files.
+	id string
 	// field, when set, returns the entry field that must equal want.
 	field func(*Entry) string
 	want  string
@@ -170,11 +177,7 @@ func (c *Cache) scan(sel selector) ([]*Entry, error) {
 		errs    []error
 	)
 	for _, de := range des {
-		if de.IsDir() {
-			continue
-		}
-		hint, ok := sel.name(de.Name())
-		if !ok {
+		if de.IsDir() || !sel.match(de.Name()) {
 			continue
 		}
 		path := filepath.Join(dir, de.Name())
@@ -186,59 +189,42 @@ func (c *Cache) scan(sel selector) ([]*Entry, error) {
 			continue
 		}
 		if e != nil && sel.field != nil {
-			if v := sel.field(e); v != "" && v != sel.want {
+			if v := sel.field(e); v != "" && v != sel.want && ValidateContainerID(v) == nil {
 				continue // corrupt, but the content says it is not ours
 			}
 		}
-		errs = append(errs, entryError(path, hint, e, err))
+		errs = append(errs, entryError(path, sel.id, e, err))
 	}
 	return entries, errors.Join(errs...)
 }
 
-// readEntry reads and parses one cache file. It never opens anything but a
-// regular file, so a FIFO planted in the directory cannot block it.
+// readEntry reads and parses one cache file. It opens nothing but a
+// regular file, never a symlink (libcni writes none), never blocks on a
+// FIFO planted in the directory, and reads at most [MaxFileSize] bytes;
+// anything else is a corrupt entry.
 func readEntry(path string) (*Entry, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, corruptf("not a regular file (mode %s)", fi.Mode().Type())
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := fsutil.ReadRegular(path, MaxFileSize, false)
+	switch {
+	case errors.Is(err, fsutil.ErrNotRegular) || errors.Is(err, fsutil.ErrTooLarge):
+		return nil, corrupt(err)
+	case err != nil:
 		return nil, err
 	}
 	return parseEntry(path, data)
 }
 
-// entryError builds the *EntryError for path. Names come from the file name
-// first, then from the partial entry e (may be nil), then from splitting the
-// file name around a container ID learnt from the content.
-func entryError(path string, hint nameHint, e *Entry, err error) *EntryError {
-	ee := &EntryError{
-		Path:        path,
-		Network:     hint.network,
-		ContainerID: hint.id,
-		IfName:      hint.ifname,
-		Err:         err,
+// entryError builds the *EntryError for path. Its names come only from the
+// file name, split around id (the scan's container ID, else the one the
+// partial entry e names) and validated with [ParseFileName]: names in the
+// content of a corrupt file are never trusted, so that acting on the
+// EntryError's names touches this very file and nothing else.
+func entryError(path, id string, e *Entry, err error) *EntryError {
+	ee := &EntryError{Path: path, Err: err}
+	if id == "" && e != nil {
+		id = e.ContainerID
 	}
-	if e != nil {
-		fill(&ee.Network, e.Network)
-		fill(&ee.ContainerID, e.ContainerID)
-		fill(&ee.IfName, e.IfName)
-	}
-	if ee.ContainerID != "" && (ee.Network == "" || ee.IfName == "") {
-		if network, ifname, ok := SplitFileName(filepath.Base(path), ee.ContainerID); ok {
-			fill(&ee.Network, network)
-			fill(&ee.IfName, ifname)
-		}
+	if network, ifname, ok := ParseFileName(path, id); ok {
+		ee.Network, ee.ContainerID, ee.IfName = network, id, ifname
 	}
 	return ee
-}
-
-func fill(dst *string, v string) {
-	if *dst == "" {
-		*dst = v
-	}
 }

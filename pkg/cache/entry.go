@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
 )
 
@@ -41,11 +43,14 @@ type fileFormat struct {
 	RawResult      json.RawMessage        `json:"result,omitempty"`
 }
 
-// parseEntry parses the content of the cache file at path. It accepts
-// exactly the files that libcni's GetCachedAttachments accepts. When the
-// JSON decodes but the entry is still corrupt (wrong kind, missing field,
-// result that is not an object) it returns the partial entry together with
-// an error matching ErrCorruptEntry, so that callers can learn names from it.
+// parseEntry parses the content of the cache file at path. It accepts the
+// files that libcni's GetCachedAttachments accepts, and of those only the
+// ones whose names pass [ValidateNames] and agree with the file's own name
+// (and with the cached config's "name", where it has one): any other value
+// could steer a path, an environment variable or a plugin run. When the
+// JSON decodes but the entry is still corrupt it returns the partial entry
+// together with an error matching ErrCorruptEntry; the caller must not act
+// on its names.
 func parseEntry(path string, data []byte) (*Entry, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, corruptf("empty file")
@@ -89,7 +94,28 @@ func parseEntry(path string, data []byte) (*Entry, error) {
 	if len(missing) > 0 {
 		return e, corruptf("missing %s", strings.Join(missing, ", "))
 	}
+	if err := ValidateNames(e.Network, e.ContainerID, e.IfName); err != nil {
+		return e, corrupt(err)
+	}
+	if base, want := filepath.Base(path), e.Network+"-"+e.ContainerID+"-"+e.IfName; base != want {
+		return e, corruptf("content names %q, but the file is %q", want, base)
+	}
+	if name := e.configName(); name != "" && name != e.Network {
+		return e, corruptf("cached config is network %q, entry is %q", name, e.Network)
+	}
 	return e, nil
+}
+
+// configName returns the "name" of the cached config, or "" if there is
+// none or the config is not JSON.
+func (e *Entry) configName() string {
+	var conf struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(e.Config, &conf) != nil {
+		return ""
+	}
+	return conf.Name
 }
 
 // CNIVersion returns the cniVersion of the cached config, or "" if the
@@ -109,7 +135,14 @@ func (e *Entry) CNIVersion() string {
 // [Entry.CNIVersion], the way libcni treats prevResult, and at "0.1.0" when
 // the config names no version either. Result returns (nil, nil) when there
 // is no result; failures are *[EntryError] values.
-func (e *Entry) Result() (types.Result, error) {
+func (e *Entry) Result() (res types.Result, err error) {
+	// libcni's result converters have panicked on JSON nulls inside
+	// "ips" or "interfaces"; a cache file must never crash the runtime.
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, e.fail(corruptf("decoding the result panicked: %v", r))
+		}
+	}()
 	if len(e.RawResult) == 0 {
 		return nil, nil
 	}
@@ -139,16 +172,58 @@ func (e *Entry) Result() (types.Result, error) {
 			}
 		}
 		obj["cniVersion"], _ = json.Marshal(ver)
-		var err error
 		if raw, err = json.Marshal(obj); err != nil {
 			return nil, e.fail(err)
 		}
 	}
-	res, err := version.NewResult(ver, raw)
+	res, err = version.NewResult(ver, raw)
 	if err != nil {
 		return nil, e.fail(fmt.Errorf("decode result at version %q: %w", ver, err))
 	}
 	return res, nil
+}
+
+// ResultAt is [Entry.Result] converted to cniVersion. A conversion that
+// fails, or panics inside libcni's converters, gives an *[EntryError].
+func (e *Entry) ResultAt(cniVersion string) (res types.Result, err error) {
+	if res, err = e.Result(); err != nil || res == nil {
+		return res, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, e.fail(corruptf("converting the result panicked: %v", r))
+		}
+	}()
+	if res, err = res.GetAsVersion(cniVersion); err != nil {
+		return nil, e.fail(fmt.Errorf("convert result to %s: %w", cniVersion, err))
+	}
+	return res, nil
+}
+
+// CheckLibcniResult reports whether libcni can use the cached result as
+// prevResult for a list at cniVersion, decoding and converting it exactly
+// as its DEL and CHECK do. When it cannot, libcni's DelNetworkList removes
+// the entry before it runs any plugin, so a failing DEL would lose the
+// cached config; callers then keep libcni away from the file. A nil error
+// also covers an entry without a result, and a cniVersion below 0.4.0, for
+// which libcni reads no cached result.
+func (e *Entry) CheckLibcniResult(cniVersion string) (err error) {
+	if ok, verr := version.GreaterThanOrEqualTo(cniVersion, "0.4.0"); verr != nil || !ok || len(e.RawResult) == 0 {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = e.fail(corruptf("libcni's result decoding panicked: %v", r))
+		}
+	}()
+	res, err := create.CreateFromBytes(e.RawResult)
+	if err != nil {
+		return e.fail(fmt.Errorf("libcni cannot decode the cached result: %w", err))
+	}
+	if _, err := res.GetAsVersion(cniVersion); err != nil {
+		return e.fail(fmt.Errorf("libcni cannot convert the cached result to %s: %w", cniVersion, err))
+	}
+	return nil
 }
 
 func (e *Entry) fail(err error) *EntryError {

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -135,24 +136,72 @@ func TestParseEntryCorrupt(t *testing.T) {
 		{"no container", `{"kind":"cniCacheV1","ifName":"eth0","networkName":"net"}`, true},
 		{"result string", good + `,"result":"x"}`, true},
 		{"result array", good + `,"result":[]}`, true},
+		// Names that would steer a path or a plugin, and content that
+		// disagrees with its own file name.
+		{"ifname escapes", `{"kind":"cniCacheV1","containerId":"id","ifName":"eth0/../../../victim-if","networkName":"net"}`, true},
+		{"network escapes", `{"kind":"cniCacheV1","containerId":"id","ifName":"eth0","networkName":"../../victim-name"}`, true},
+		{"container escapes", `{"kind":"cniCacheV1","containerId":"x/../../../victim-id","ifName":"eth0","networkName":"net"}`, true},
+		{"ifname too long", `{"kind":"cniCacheV1","containerId":"id","ifName":"eth0123456789abcd","networkName":"net"}`, true},
+		{"ifname with colon", `{"kind":"cniCacheV1","containerId":"id","ifName":"eth0:1","networkName":"net"}`, true},
+		{"network with space", `{"kind":"cniCacheV1","containerId":"id","ifName":"eth0","networkName":"my net"}`, true},
+		{"another file's names", `{"kind":"cniCacheV1","containerId":"id","ifName":"eth1","networkName":"net"}`, true},
+		{"cached config of another network", good + `,"config":"` + b64(`{"name":"../../victim-name","plugins":[]}`) + `"}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := parseEntry("/p", []byte(tt.data))
+			e, err := parseEntry("/r/net-id-eth0", []byte(tt.data))
 			require.ErrorIs(t, err, ErrCorruptEntry)
 			if tt.partial {
 				require.NotNil(t, e)
-				assert.Equal(t, "/p", e.Path)
+				assert.Equal(t, "/r/net-id-eth0", e.Path)
 			} else {
 				assert.Nil(t, e)
 			}
 		})
 	}
 
-	e, err := parseEntry("/p", []byte(good+`,"config":null,"result":{}}`))
+	e, err := parseEntry("/r/net-id-eth0", []byte(good+`,"config":null,"result":{}}`))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{}`, string(e.RawResult))
 	assert.Nil(t, e.Config)
+
+	e, err = parseEntry("/r/net-id-eth0", []byte(good+`,"config":"`+b64(`{"name":"net","plugins":[]}`)+`"}`))
+	require.NoError(t, err, "a cached config of the entry's own network")
+	assert.Equal(t, "net", e.configName())
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func TestCheckLibcniResult(t *testing.T) {
+	tests := []struct {
+		name, version, result string
+		ok                    bool
+	}{
+		{"no result", "1.0.0", ``, true},
+		{"below 0.4.0 libcni reads none", "0.3.1", `{"cniVersion":"9.9.9"}`, true},
+		{"1.0.0 result", "1.0.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24"}]}`, true},
+		{"converts down", "0.4.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24"}]}`, true},
+		{"unknown version", "1.0.0", `{"cniVersion":"9.9.9"}`, false},
+		{"ips not a list", "1.0.0", `{"cniVersion":"1.0.0","ips":{}}`, false},
+		{"null inside ips, same version", "1.0.0", `{"cniVersion":"1.0.0","ips":[null]}`, true},
+		{"null inside ips, converted", "0.4.0", `{"cniVersion":"1.0.0","ips":[null]}`, false},
+		{"null inside interfaces", "0.4.0", `{"cniVersion":"1.0.0","interfaces":[null],"ips":[{"address":"10.0.0.2/24","interface":0}]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &Entry{Path: "/r/net-id-eth0", Network: "net", RawResult: json.RawMessage(tt.result)}
+			var err error
+			require.NotPanics(t, func() { err = e.CheckLibcniResult(tt.version) })
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			var ee *EntryError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, "net", ee.Network)
+			require.NotPanics(t, func() { _, _ = e.Result() }, "Result never panics either")
+		})
+	}
 }
 
 func TestDuplicates(t *testing.T) {

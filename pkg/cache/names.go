@@ -1,8 +1,13 @@
 package cache
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
 )
 
 // Field names used in [InvalidNameError.Field].
@@ -10,6 +15,7 @@ const (
 	FieldNetwork     = "network"
 	FieldContainerID = "container ID"
 	FieldIfName      = "ifname"
+	FieldNetNS       = "netns path"
 )
 
 // ValidateName checks that value, the field named by field (see
@@ -18,9 +24,10 @@ const (
 // "..", NUL or another control character. The error is an
 // *[InvalidNameError] that matches [ErrInvalidName].
 //
-// ValidateName is deliberately looser than libcni's own validation: it only
-// guards the file system, so that entries written by any libcni version can
-// still be read and removed.
+// ValidateName only guards the file system. Names that are acted on
+// (requests, and every name read from a cache file or an order record) are
+// checked with the stricter [ValidateNetworkName], [ValidateContainerID]
+// and [ValidateIfName].
 func ValidateName(field, value string) error {
 	reason := ""
 	switch {
@@ -44,19 +51,88 @@ func ValidateName(field, value string) error {
 	return &InvalidNameError{Field: field, Value: value, Reason: reason}
 }
 
+// Length limits of the three names. Together they keep a cache file name,
+// "<network>-<id>-<ifname>", within the 255 bytes that Linux file systems
+// allow (100 + 1 + 128 + 1 + 15 = 245), so that no request can get as far
+// as a plugin run and then fail at libcni's cache write.
+const (
+	MaxNetworkNameLen = 100
+	MaxContainerIDLen = 128
+	MaxIfNameLen      = 15
+)
+
+// ValidateNetworkName checks a network name as libcni's ADD does
+// ([utils.ValidateNetworkName]: a letter or digit, then letters, digits,
+// '_', '.' and '-'), plus [ValidateName] and [MaxNetworkNameLen].
+func ValidateNetworkName(name string) error {
+	return validate(FieldNetwork, name, MaxNetworkNameLen, utils.ValidateNetworkName)
+}
+
+// ValidateContainerID checks a container ID as libcni's ADD does
+// ([utils.ValidateContainerID]), plus [ValidateName] and
+// [MaxContainerIDLen].
+func ValidateContainerID(id string) error {
+	return validate(FieldContainerID, id, MaxContainerIDLen, utils.ValidateContainerID)
+}
+
+// ValidateIfName checks an interface name as libcni's ADD does
+// ([utils.ValidateInterfaceName]: at most 15 bytes, no '/', ':' or
+// whitespace), plus [ValidateName].
+func ValidateIfName(ifname string) error {
+	return validate(FieldIfName, ifname, MaxIfNameLen, utils.ValidateInterfaceName)
+}
+
+// validate applies the path checks, the length limit and libcni's check,
+// in that order, and reports the first failure as an *InvalidNameError.
+func validate(field, value string, maxLen int, libcniCheck func(string) *types.Error) error {
+	if err := ValidateName(field, value); err != nil {
+		return err
+	}
+	if len(value) > maxLen {
+		return &InvalidNameError{Field: field, Value: value,
+			Reason: fmt.Sprintf("is %d bytes long, more than %d", len(value), maxLen)}
+	}
+	if cerr := libcniCheck(value); cerr != nil {
+		reason := cerr.Msg
+		if cerr.Details != "" && cerr.Details != value {
+			reason += ": " + cerr.Details
+		}
+		return &InvalidNameError{Field: field, Value: value, Reason: reason}
+	}
+	return nil
+}
+
+// ValidateNames checks the three names of one attachment with
+// [ValidateNetworkName], [ValidateContainerID] and [ValidateIfName].
+func ValidateNames(network, id, ifname string) error {
+	if err := ValidateNetworkName(network); err != nil {
+		return err
+	}
+	if err := ValidateContainerID(id); err != nil {
+		return err
+	}
+	return ValidateIfName(ifname)
+}
+
 // FileName returns the libcni cache file name "<network>-<id>-<ifname>",
-// after checking each part with [ValidateName].
+// after checking the names with [ValidateNames].
 func FileName(network, id, ifname string) (string, error) {
-	if err := ValidateName(FieldNetwork, network); err != nil {
-		return "", err
-	}
-	if err := ValidateName(FieldContainerID, id); err != nil {
-		return "", err
-	}
-	if err := ValidateName(FieldIfName, ifname); err != nil {
+	if err := ValidateNames(network, id, ifname); err != nil {
 		return "", err
 	}
 	return network + "-" + id + "-" + ifname, nil
+}
+
+// ParseFileName is [SplitFileName] for a file name read from the results
+// directory: it also requires id and both parts to pass [ValidateNames],
+// so that names learnt from it can be used to build paths and plugin
+// environments. path may be a full path; only its base name is used.
+func ParseFileName(path, id string) (network, ifname string, ok bool) {
+	network, ifname, ok = SplitFileName(filepath.Base(path), id)
+	if !ok || ValidateNames(network, id, ifname) != nil {
+		return "", "", false
+	}
+	return network, ifname, true
 }
 
 // SplitFileName splits a cache file name for the known container id into
@@ -81,4 +157,28 @@ func SplitFileName(name, id string) (network, ifname string, ok bool) {
 		from = pos + 1
 	}
 	return "", "", false
+}
+
+// GuessFileName splits the name of a cache file whose content cannot tell
+// its container: exactly around one of the known container IDs, else after
+// one of the known network names and at the last '-'. path may be a full
+// path; only its base name is used. Every part passes [ValidateNames], or
+// all three are "".
+func GuessFileName(path string, knownIDs, networks []string) (network, id, ifname string) {
+	name := filepath.Base(path)
+	for _, known := range knownIDs {
+		if n, i, ok := ParseFileName(name, known); ok {
+			return n, known, i
+		}
+	}
+	for _, n := range networks {
+		rest, ok := strings.CutPrefix(name, n+"-")
+		if !ok {
+			continue
+		}
+		if cut := strings.LastIndex(rest, "-"); cut > 0 && ValidateNames(n, rest[:cut], rest[cut+1:]) == nil {
+			return n, rest[:cut], rest[cut+1:]
+		}
+	}
+	return "", "", ""
 }

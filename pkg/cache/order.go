@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // KindOrderV1 is the "kind" of the attachment-order files this package
@@ -40,7 +43,7 @@ func (c *Cache) OrdersDir() string {
 }
 
 func (c *Cache) orderPath(id string) (string, error) {
-	if err := ValidateName(FieldContainerID, id); err != nil {
+	if err := ValidateContainerID(id); err != nil {
 		return "", err
 	}
 	if strings.HasPrefix(id, ".") {
@@ -57,17 +60,14 @@ func (c *Cache) orderPath(id string) (string, error) {
 // costs the teardown order (it then reads as corrupt and the documented
 // fallback order applies).
 // Files are created 0600 and directories 0700. id and every name are checked
-// with [ValidateName].
+// with [ValidateNames], and every NetNS with [ValidateNetNSPath].
 func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	path, err := c.orderPath(id)
 	if err != nil {
 		return err
 	}
 	for _, a := range atts {
-		if err := ValidateName(FieldNetwork, a.Network); err != nil {
-			return err
-		}
-		if err := ValidateName(FieldIfName, a.IfName); err != nil {
+		if err := a.validate(id); err != nil {
 			return err
 		}
 	}
@@ -113,11 +113,13 @@ func (c *Cache) ReadOrder(id string) ([]Attachment, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := fsutil.ReadRegular(path, MaxFileSize, false)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
+	case errors.Is(err, fsutil.ErrNotRegular) || errors.Is(err, fsutil.ErrTooLarge):
+		return nil, &EntryError{Path: path, ContainerID: id, Err: corrupt(err)}
+	case err != nil:
 		return nil, &EntryError{Path: path, ContainerID: id, Err: err}
 	}
 	atts, err := parseOrder(id, data)
@@ -144,11 +146,47 @@ func parseOrder(id string, data []byte) ([]Attachment, error) {
 		return nil, corruptf("missing attachments")
 	}
 	for i, a := range f.Attachments {
-		if a.Network == "" || a.IfName == "" {
-			return nil, corruptf("attachment %d misses network or ifName", i)
+		if err := a.validate(id); err != nil {
+			return nil, corruptf("attachment %d: %w", i, err)
 		}
 	}
 	return f.Attachments, nil
+}
+
+// validate checks an attachment of container id before it is written, and
+// after it is read: a record is acted on by name, so it passes the same
+// checks as a request.
+func (a Attachment) validate(id string) error {
+	if err := ValidateNames(a.Network, id, a.IfName); err != nil {
+		return err
+	}
+	if a.NetNS != "" {
+		return ValidateNetNSPath(a.NetNS)
+	}
+	return nil
+}
+
+// MaxNetNSPathLen bounds a netns path (PATH_MAX on Linux).
+const MaxNetNSPathLen = 4096
+
+// ValidateNetNSPath checks that a netns path is absolute, clean, at most
+// [MaxNetNSPathLen] bytes and free of control characters. It says nothing
+// about what the path names; callers that run plugins in it check that.
+func ValidateNetNSPath(path string) error {
+	reason := ""
+	switch {
+	case !filepath.IsAbs(path):
+		reason = "is not an absolute path"
+	case len(path) > MaxNetNSPathLen:
+		reason = fmt.Sprintf("is %d bytes long, more than %d", len(path), MaxNetNSPathLen)
+	case filepath.Clean(path) != path:
+		reason = "is not a clean path"
+	case strings.ContainsFunc(path, unicode.IsControl):
+		reason = "contains a control character"
+	default:
+		return nil
+	}
+	return &InvalidNameError{Field: FieldNetNS, Value: path, Reason: reason}
 }
 
 // RemoveOrder deletes the record of container id. An absent record is not

@@ -5,23 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
-
-// plan is one attachment to act on: the network list and the runtime
-// configuration to run it with.
-type plan struct {
-	NetAttachment
-	list   *libcni.NetworkConfigList // nil: neither loaded nor cached
-	rt     *libcni.RuntimeConf
-	policy TeardownPolicy
-	// corrupt is the path of a corrupt cache file for this attachment,
-	// removed once DEL with the current config succeeds.
-	corrupt string
-}
 
 // acquire takes the shared gate and the pod's lock, in the documented
 // order, and returns their release.
@@ -75,6 +62,9 @@ func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 // the attachments made so far and the failed one are deleted again
 // (rollback) before the error, a *[SetupError], is returned.
 func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
+	}
 	if err := checkPodArgs(&pod); err != nil {
 		return nil, err
 	}
@@ -96,7 +86,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		if err != nil {
 			return nil, err
 		}
-		plans = append(plans, &plan{NetAttachment: att, list: n.list, rt: rt, policy: n.policy})
+		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.list, rt: rt, policy: n.policy})
 	}
 
 	release, err := m.acquire(ctx, pod.ID)
@@ -105,6 +95,9 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 	}
 	defer release()
 	log := m.podLog(&pod)
+	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing
+		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
+	}
 
 	if err := bringUpLoopback(pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
@@ -132,25 +125,32 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 
 // rollback deletes, in reverse order and best effort, the attachments of a
 // failed setup, including the one whose ADD failed. It runs under its own
-// timeout even when ctx has expired.
+// timeout even when ctx has expired. The order record keeps exactly the
+// attachments whose rollback DEL failed, for teardown and GC.
 func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, addErr error, log *logrus.Entry) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.rollbackTimeout)
 	defer cancel()
-	log.WithError(addErr).Warn("Setup failed; rolling back")
 	reversed := make([]*plan, len(plans))
 	for i, p := range plans {
 		reversed[len(plans)-1-i] = p
 	}
 	outcomes := m.deleteAll(rctx, reversed, log, "rollback")
 	serr := &SetupError{ContainerID: pod.ID, Err: addErr}
-	for _, o := range outcomes {
-		if o.Failure() {
-			serr.Rollback = &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
-			return serr
+	var left []cache.Attachment
+	for i := len(outcomes) - 1; i >= 0; i-- { // back to ADD order
+		if o := outcomes[i]; o.Failure() {
+			left = append(left, cache.Attachment{Network: o.Network, IfName: o.IfName, NetNS: pod.NetNS})
 		}
 	}
-	if err := m.cache.RemoveOrder(pod.ID); err != nil {
-		log.WithError(err).Warn("Cannot remove attachment order record")
+	var err error
+	if len(left) == 0 {
+		err = m.cache.RemoveOrder(pod.ID)
+	} else {
+		serr.Rollback = &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
+		err = m.cache.WriteOrder(pod.ID, left)
+	}
+	if err != nil {
+		log.WithError(err).Warn("Cannot update attachment order record after rollback")
 	}
 	return serr
 }

@@ -244,7 +244,7 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 	case len(list.Plugins) == 0:
 		return fail(list.Name, fmt.Errorf("%w: no plugins", ErrInvalidConfig))
 	}
-	if err := checkName("network name", list.Name); err != nil {
+	if err := checkNetworkName(list.Name); err != nil {
 		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	if list.CNIVersion != "" {

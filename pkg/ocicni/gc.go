@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -26,10 +24,13 @@ import (
 //   - Corrupt cache entries get DEL with the loaded config of their network,
 //     where there is one, and are then removed.
 //   - Attachments recorded at ADD but never cached (a failed setup whose
-//     rollback failed) get DEL with the loaded config.
-//   - A valid pod's attachments are all those the cache holds for its
-//     sandbox ID plus the networks it names, so a pod never loses an
-//     attachment on a network that is no longer the default.
+//     rollback failed, or a crash during ADD) get DEL with the loaded
+//     config. Without one they are reported as [Orphaned] and stay
+//     recorded for the next GC.
+//   - A valid pod's attachments are the union of the networks it names,
+//     its cache entries, its order record and, when it names none, the
+//     default network on eth0, so a pod never loses an attachment on a
+//     network that is no longer the default.
 //
 // GC continues past every error and returns them joined, each naming its
 // network. It holds the gate exclusively, so no ADD or DEL runs meanwhile
@@ -47,58 +48,46 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	set := m.snapshot()
 
 	entries, lerr := m.cache.List()
-	validIDs, valid, errs := m.validAttachments(validPods, entries)
-	orderIDs, oerr := m.cache.ListOrders()
-	if oerr != nil {
-		errs = append(errs, oerr)
-	}
+	recs, errs := m.readRecords()
+	validIDs, valid, verrs := validAttachments(validPods, entries, recs, set)
+	errs = append(errs, verrs...)
 
 	var plans []*plan
-	kept := 0
-	cached := map[NetAttachment]map[string]bool{} // (network, ifname) -> container IDs with an entry
-	markCached := func(network, id, ifname string) {
-		k := NetAttachment{Name: network, Ifname: ifname}
-		if cached[k] == nil {
-			cached[k] = map[string]bool{}
-		}
-		cached[k][id] = true
-	}
+	cached := map[attachmentKey]bool{}
 	for _, e := range entries {
-		markCached(e.Network, e.ContainerID, e.IfName)
+		cached[attachmentKey{e.ContainerID, e.Network, e.IfName}] = true
 		if validIDs[e.ContainerID] {
-			kept++
 			continue
 		}
-		p, err := m.planFor(&PodNetwork{ID: e.ContainerID}, NetAttachment{Name: e.Network, Ifname: e.IfName}, e, set)
+		p, err := m.planFor(&PodNetwork{ID: e.ContainerID}, "", NetAttachment{Name: e.Network, Ifname: e.IfName}, e, set, log)
 		if err != nil {
 			errs = append(errs, &NetworkError{Network: e.Network, IfName: e.IfName, Verb: "DEL", Err: err})
 			continue
 		}
 		plans = append(plans, p)
 	}
-	log.WithFields(logrus.Fields{"kept": kept, "validPods": len(validIDs)}).
-		Info("GC leaves the attachments of valid pods untouched")
-
-	known := append(append([]string(nil), orderIDs...), keys(validIDs)...)
+	known := append(keys(recs.byID), keys(validIDs)...)
 	for _, err := range flatten(lerr) {
-		p, perr := m.planCorrupt(err, known, validIDs, set)
+		p, perr := m.planCorrupt(err, known, validIDs, recs, set, log)
 		switch {
 		case perr != nil:
-			log.WithError(err).Warn("Cannot collect corrupt CNI cache entry")
 			errs = append(errs, perr)
 		case p != nil:
 			plans = append(plans, p)
-			markCached(p.Name, p.rt.ContainerID, p.Ifname) // planned here, so not again as uncached
+			cached[attachmentKey{p.id, p.Name, p.Ifname}] = true // planned here, so not again as uncached
 		}
 	}
-	plans = append(plans, m.planUncached(orderIDs, validIDs, cached, set, log)...)
+	plans = append(plans, m.planUncached(recs, validIDs, cached, set, log)...)
+	log.WithFields(logrus.Fields{"stale": len(plans), "validPods": len(validIDs)}).
+		Info("GC deletes stale attachments and leaves those of valid pods untouched")
 
-	for _, o := range m.deleteAll(ctx, plans, log, "gc") {
+	outcomes := m.deleteAll(ctx, plans, log, "gc")
+	for _, o := range outcomes {
 		if o.Failure() {
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
-	m.removeStaleOrders(orderIDs, validIDs, log)
+	m.pruneRecords(recs, validIDs, outcomes, log)
 
 	for _, name := range set.names() {
 		n := set.byName[name]
@@ -119,11 +108,45 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	return errors.Join(errs...)
 }
 
-// validAttachments builds, per network, the attachments of valid pods: all
-// cache entries of their sandbox IDs plus the networks they name.
-func (m *Manager) validAttachments(pods []*PodNetwork, entries []*cache.Entry) (map[string]bool, map[string][]types.GCAttachment, []error) {
+// attachmentKey names one attachment of one container.
+type attachmentKey struct{ id, network, ifname string }
+
+// records holds every attachment order record, read once per GC.
+type records struct {
+	byID    map[string][]cache.Attachment
+	corrupt map[string]error // unreadable records, by container ID
+}
+
+// readRecords reads every order record. A listing failure is returned;
+// unreadable records are kept in corrupt (and reported once: they are not
+// errors of this GC, but they cannot guide it).
+func (m *Manager) readRecords() (*records, []error) {
+	recs := &records{byID: map[string][]cache.Attachment{}, corrupt: map[string]error{}}
+	ids, err := m.cache.ListOrders()
+	if err != nil {
+		return recs, []error{err}
+	}
+	for _, id := range ids {
+		atts, err := m.cache.ReadOrder(id)
+		if err != nil {
+			recs.corrupt[id] = err
+			continue
+		}
+		recs.byID[id] = atts
+	}
+	return recs, nil
+}
+
+// validAttachments builds, per network, the attachments of valid pods: the
+// networks they name, all cache entries of their sandbox IDs, their order
+// records, and the default network on eth0 for pods that name none.
+func validAttachments(pods []*PodNetwork, entries []*cache.Entry, recs *records, set *networkSet,
+) (map[string]bool, map[string][]types.GCAttachment, []error) {
 	ids := map[string]bool{}
 	valid := map[string][]types.GCAttachment{}
+	add := func(network, id, ifname string) {
+		valid[network] = appendUnique(valid[network], types.GCAttachment{ContainerID: id, IfName: ifname})
+	}
 	var errs []error
 	for _, pod := range pods {
 		if pod == nil {
@@ -136,19 +159,20 @@ func (m *Manager) validAttachments(pods []*PodNetwork, entries []*cache.Entry) (
 		ids[pod.ID] = true
 		for _, e := range entries {
 			if e.ContainerID == pod.ID {
-				valid[e.Network] = appendUnique(valid[e.Network], types.GCAttachment{ContainerID: pod.ID, IfName: e.IfName})
+				add(e.Network, pod.ID, e.IfName)
 			}
 		}
-		if len(pod.Networks) == 0 {
-			continue
+		for _, a := range recs.byID[pod.ID] {
+			add(a.Network, pod.ID, a.IfName)
 		}
-		atts, err := assignIfnames(pod.Networks, "")
-		if err != nil {
+		atts, err := assignIfnames(pod.Networks, set.defaultName)
+		switch {
+		case errors.Is(err, ErrNoDefaultNetwork): // names none, and there is no default
+		case err != nil:
 			errs = append(errs, fmt.Errorf("valid pod %s: %w", pod.ID, err))
-			continue
 		}
 		for _, a := range atts {
-			valid[a.Name] = appendUnique(valid[a.Name], types.GCAttachment{ContainerID: pod.ID, IfName: a.Ifname})
+			add(a.Name, pod.ID, a.Ifname)
 		}
 	}
 	return ids, valid, errs
@@ -157,121 +181,100 @@ func (m *Manager) validAttachments(pods []*PodNetwork, entries []*cache.Entry) (
 // planCorrupt plans the DEL of a corrupt cache entry with the loaded
 // config of its network. It returns (nil, nil) for entries of valid pods,
 // and an error when the entry cannot be collected.
-func (m *Manager) planCorrupt(err error, knownIDs []string, validIDs map[string]bool, set *networkSet) (*plan, error) {
+func (m *Manager) planCorrupt(err error, knownIDs []string, validIDs map[string]bool, recs *records,
+	set *networkSet, log *logrus.Entry,
+) (*plan, error) {
 	var ee *cache.EntryError
 	if !errors.As(err, &ee) {
 		return nil, err
 	}
 	network, id, ifname := ee.Network, ee.ContainerID, ee.IfName
-	if network == "" || id == "" || ifname == "" {
-		network, id, ifname = guessCacheName(filepath.Base(ee.Path), knownIDs, set)
+	if network == "" {
+		network, id, ifname = cache.GuessFileName(ee.Path, knownIDs, set.names())
 	}
 	if validIDs[id] {
 		return nil, nil
 	}
-	n := set.byName[network]
-	if n == nil || checkContainerID(id) != nil || checkName("interface name", ifname) != nil {
+	if set.byName[network] == nil {
 		return nil, &NetworkError{Network: network, IfName: ifname, Verb: "DEL",
 			Err: fmt.Errorf("%w (no loaded config to delete it with)", err)}
 	}
-	rt, rerr := buildRuntimeConf(&PodNetwork{ID: id, NetNS: m.recordedNetNS(id, network, ifname)},
-		NetAttachment{Name: network, Ifname: ifname})
-	if rerr != nil {
-		return nil, rerr
-	}
-	return &plan{NetAttachment: NetAttachment{Name: network, Ifname: ifname}, list: n.list, rt: rt,
-		policy: n.policy, corrupt: ee.Path}, nil
-}
-
-// recordedNetNS returns the netns path recorded at ADD for an attachment,
-// or "" when there is no record.
-func (m *Manager) recordedNetNS(id, network, ifname string) string {
-	atts, err := m.cache.ReadOrder(id)
-	if err != nil {
-		return ""
-	}
-	for _, a := range atts {
+	netns := ""
+	for _, a := range recs.byID[id] {
 		if a.Network == network && a.IfName == ifname {
-			return a.NetNS
+			netns = m.recordedNetNS(a, log)
 		}
 	}
-	return ""
-}
-
-// guessCacheName splits a cache file name whose content is unreadable:
-// exactly with a known container ID, else by a loaded network's name and
-// the last dash.
-func guessCacheName(name string, knownIDs []string, set *networkSet) (network, id, ifname string) {
-	for _, known := range knownIDs {
-		if n, i, ok := cache.SplitFileName(name, known); ok {
-			return n, known, i
-		}
+	p, perr := m.planFor(&PodNetwork{ID: id}, netns, NetAttachment{Name: network, Ifname: ifname}, nil, set, log)
+	if perr != nil {
+		return nil, perr
 	}
-	for n := range set.byName {
-		rest, ok := strings.CutPrefix(name, n+"-")
-		if !ok {
-			continue
-		}
-		if cut := strings.LastIndex(rest, "-"); cut > 0 && cut < len(rest)-1 {
-			return n, rest[:cut], rest[cut+1:]
-		}
-	}
-	return "", "", ""
+	p.entryPath, p.known = ee.Path, true
+	return p, nil
 }
 
 // planUncached plans DELs for attachments that an order record lists but
-// the cache lacks, for containers that are not valid.
-func (m *Manager) planUncached(orderIDs []string, validIDs map[string]bool, cached map[NetAttachment]map[string]bool,
+// the cache lacks, for containers that are not valid. Attachments without
+// a loaded config get a plan without a list: they are reported as
+// [Orphaned] and stay recorded.
+func (m *Manager) planUncached(recs *records, validIDs map[string]bool, cached map[attachmentKey]bool,
 	set *networkSet, log *logrus.Entry,
 ) []*plan {
 	var plans []*plan
-	for _, id := range orderIDs {
+	for _, id := range sortedKeys(recs.byID) {
 		if validIDs[id] {
 			continue
 		}
-		atts, err := m.cache.ReadOrder(id)
-		if err != nil {
-			log.WithError(err).Warn("Unreadable attachment order record")
-			continue
-		}
-		for _, a := range atts {
-			att := NetAttachment{Name: a.Network, Ifname: a.IfName}
-			if cached[att][id] || set.byName[a.Network] == nil {
+		for _, a := range recs.byID[id] {
+			if cached[attachmentKey{id, a.Network, a.IfName}] {
 				continue
 			}
-			p, err := m.planFor(&PodNetwork{ID: id, NetNS: a.NetNS}, att, nil, set)
-			if err == nil {
-				plans = append(plans, p)
+			att := NetAttachment{Name: a.Network, Ifname: a.IfName}
+			p, err := m.planFor(&PodNetwork{ID: id}, m.recordedNetNS(a, log), att, nil, set, log)
+			if err != nil { // cannot happen: the record's names were validated on read
+				log.WithError(err).Warn("Cannot plan DEL of a recorded attachment")
+				continue
 			}
+			p.known = true
+			plans = append(plans, p)
 		}
 	}
 	return plans
 }
 
-// removeStaleOrders drops the order records of invalid containers that no
-// longer have cache entries, readable or corrupt (for those the record
-// still holds the netns). One scan of the cache serves every record.
-func (m *Manager) removeStaleOrders(orderIDs []string, validIDs map[string]bool, log *logrus.Entry) {
+// pruneRecords updates the order records of invalid containers after GC's
+// DELs (see [Manager.pruneOrder]). An unreadable record goes once no cache
+// entry of its container is left, readable or corrupt.
+func (m *Manager) pruneRecords(recs *records, validIDs map[string]bool, outcomes []Outcome, log *logrus.Entry) {
+	for _, id := range sortedKeys(recs.byID) {
+		if !validIDs[id] {
+			m.pruneOrder(id, recs.byID[id], nil, outcomes, log)
+		}
+	}
+	if len(recs.corrupt) == 0 {
+		return
+	}
 	left, lerr := m.cache.List()
 	has := make(map[string]bool, len(left))
 	for _, e := range left {
 		has[e.ContainerID] = true
 	}
-	var corrupt []string
 	for _, err := range flatten(lerr) {
 		var ee *cache.EntryError
 		if !errors.As(err, &ee) {
 			return // the cache cannot be read: keep every record
 		}
-		corrupt = append(corrupt, filepath.Base(ee.Path))
+		for id := range recs.corrupt {
+			if _, _, ok := cache.SplitFileName(ee.Path, id); ok {
+				has[id] = true
+			}
+		}
 	}
-	for _, id := range orderIDs {
-		if validIDs[id] || has[id] || slices.ContainsFunc(corrupt, func(name string) bool {
-			_, _, ok := cache.SplitFileName(name, id)
-			return ok
-		}) {
+	for id, rerr := range recs.corrupt {
+		if validIDs[id] || has[id] {
 			continue
 		}
+		log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
 		if err := m.cache.RemoveOrder(id); err != nil {
 			log.WithError(err).Warn("Cannot remove attachment order record")
 		}
@@ -315,10 +318,16 @@ func appendUnique(list []types.GCAttachment, a types.GCAttachment) []types.GCAtt
 	return append(list, a)
 }
 
-func keys(m map[string]bool) []string {
+func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := keys(m)
+	slices.Sort(out)
 	return out
 }

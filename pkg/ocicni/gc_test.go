@@ -237,9 +237,11 @@ func TestGCKeepsValidPodOnNonDefaultNetwork(t *testing.T) {
 	for _, c := range e.calls("GC") {
 		byNet[c.Network] = stdinValidAttachments(t, c)
 	}
+	// v names no networks, so the current default protects it on eth0 as
+	// well: listing more can only protect more.
 	assert.Equal(t, map[string][]any{
 		"neta": {gcAttachment(v.ID, "eth0")},
-		"netb": {},
+		"netb": {gcAttachment(v.ID, "eth0")},
 	}, byNet)
 }
 
@@ -280,11 +282,12 @@ func TestGCDoesNotModifyValidPods(t *testing.T) {
 	assert.Equal(t, []NetAttachment{{Name: "neta"}, {Name: "netb", Ifname: "net1"}, {Name: "netc"}}, networks,
 		"the Networks backing array keeps its empty ifnames")
 
-	// The pods were used: the cached attachment and the named one.
+	// The pods were used: the cached attachment, the named one, and the
+	// default network for the pod that names none.
 	gcs := e.calls("GC")
 	require.Len(t, gcs, 1)
-	assert.ElementsMatch(t, []any{gcAttachment(running.ID, "eth0"), gcAttachment("ctr-named", "eth0")},
-		stdinValidAttachments(t, gcs[0]))
+	assert.ElementsMatch(t, []any{gcAttachment(running.ID, "eth0"), gcAttachment("ctr-named", "eth0"),
+		gcAttachment("ctr-empty", "eth0")}, stdinValidAttachments(t, gcs[0]))
 	assert.Empty(t, e.calls("DEL"))
 	assert.NotNil(t, testenv.AddrsIn(t, running.NetNS, "eth0"))
 }

@@ -27,6 +27,12 @@ const (
 	RetryLater
 	// Failed is any other failure.
 	Failed
+	// Orphaned means the attachment may exist (a cache entry or the
+	// attachment order record names it) but neither its cached config nor
+	// a loaded one is usable, so no DEL could run. It is a failure: the
+	// record is kept, and a teardown or GC after the config returns
+	// deletes the attachment.
+	Orphaned
 )
 
 func (c OutcomeClass) String() string {
@@ -41,6 +47,8 @@ func (c OutcomeClass) String() string {
 		return "retry-later"
 	case Failed:
 		return "failed"
+	case Orphaned:
+		return "orphaned"
 	}
 	return fmt.Sprintf("OutcomeClass(%d)", int(c))
 }
@@ -48,10 +56,11 @@ func (c OutcomeClass) String() string {
 // Outcome is what happened to one attachment during a teardown, rollback
 // or garbage collection.
 type Outcome struct {
-	Network string
-	IfName  string
-	Class   OutcomeClass
-	// Err is the cause for RetryLater, Failed and NoConfig, and the
+	ContainerID string
+	Network     string
+	IfName      string
+	Class       OutcomeClass
+	// Err is the cause for RetryLater, Failed, NoConfig and Orphaned, and the
 	// tolerated plugin error for AlreadyGone.
 	Err error
 	// Policy is the teardown policy that applied to the attachment.
@@ -62,7 +71,9 @@ type Outcome struct {
 }
 
 // Failure reports whether the outcome is an error under strict policy.
-func (o Outcome) Failure() bool { return o.Class == RetryLater || o.Class == Failed }
+func (o Outcome) Failure() bool {
+	return o.Class == RetryLater || o.Class == Failed || o.Class == Orphaned
+}
 
 // classify maps a DEL error to an outcome class. It never looks at the
 // error's text.

@@ -1,18 +1,12 @@
 package ocicni
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/utils"
-
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // Capability keys passed in runtimeConfig, as defined by CNI's CONVENTIONS.
@@ -24,81 +18,6 @@ const (
 	capCgroupPath     = "cgroupPath"
 	capPodAnnotations = "io.kubernetes.cri.pod-annotations"
 )
-
-// checkName rejects values that would escape a cache file path: empty
-// values, path separators, "..", and control characters.
-func checkName(field, v string) error {
-	if err := cache.ValidateName(field, v); err != nil {
-		reason := err.Error()
-		var ine *cache.InvalidNameError
-		if errors.As(err, &ine) {
-			reason = ine.Reason
-		}
-		return &InvalidArgumentError{Field: field, Value: v, Reason: reason, Err: err}
-	}
-	return nil
-}
-
-// checkContainerID validates a sandbox ID for any verb: it becomes part of
-// cache file paths and of CNI_ARGS.
-func checkContainerID(id string) error {
-	if err := checkName("container ID", id); err != nil {
-		return err
-	}
-	if cerr := utils.ValidateContainerID(id); cerr != nil {
-		return &InvalidArgumentError{Field: "container ID", Value: id, Reason: cerr.Msg, Err: cerr}
-	}
-	return nil
-}
-
-// checkIfname validates an interface name as libcni does on ADD, plus the
-// path checks.
-func checkIfname(ifname string) error {
-	if err := checkName("interface name", ifname); err != nil {
-		return err
-	}
-	if cerr := utils.ValidateInterfaceName(ifname); cerr != nil {
-		return &InvalidArgumentError{Field: "interface name", Value: ifname, Reason: cerr.Msg, Err: cerr}
-	}
-	return nil
-}
-
-// checkArgValue rejects CNI_ARGS values that could inject another key.
-func checkArgValue(field, v string) error {
-	if strings.ContainsAny(v, ";=") {
-		return invalidArg(field, v, `contains ";" or "=", which would inject CNI_ARGS keys`)
-	}
-	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return invalidArg(field, v, "contains a control character")
-	}
-	return nil
-}
-
-// checkPodArgs validates the pod fields that go into CNI_ARGS.
-func checkPodArgs(pod *PodNetwork) error {
-	if err := checkContainerID(pod.ID); err != nil {
-		return err
-	}
-	for _, f := range []struct{ name, v string }{
-		{"pod name", pod.Name}, {"pod namespace", pod.Namespace}, {"pod UID", pod.UID},
-	} {
-		if err := checkArgValue(f.name, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkNetNS validates the netns path given to SetUpPod.
-func checkNetNS(path string) error {
-	if path == "" || !filepath.IsAbs(path) {
-		return invalidArg("netns path", path, "must be an absolute path")
-	}
-	if _, err := os.Stat(path); err != nil {
-		return &InvalidArgumentError{Field: "netns path", Value: path, Reason: "does not exist", Err: err}
-	}
-	return nil
-}
 
 // assignIfnames returns the attachments to make: the requested ones, or
 // the default network alone. Requested interface names are kept; the others
@@ -116,7 +35,7 @@ func assignIfnames(requested []NetAttachment, defaultNet string) ([]NetAttachmen
 	}
 	taken := make(map[string]bool, len(atts))
 	for _, a := range atts {
-		if err := checkName("network name", a.Name); err != nil {
+		if err := checkNetworkName(a.Name); err != nil {
 			return nil, err
 		}
 		if a.Ifname == "" {

@@ -25,6 +25,9 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 // network's version supports it, then returns the cached result; without
 // one it reads the interface's addresses from the netns.
 func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+	if _, err := storedNetNS(pod.NetNS); err != nil {
+		return nil, err
+	}
 	release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
@@ -45,7 +48,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		if err != nil {
 			entry = nil
 		}
-		p, err := m.planFor(&pod, att, entry, set)
+		p, err := m.planFor(&pod, pod.NetNS, att, entry, set, log)
 		if err != nil {
 			return nil, err
 		}
@@ -108,11 +111,16 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 		if p.list.CNIVersion == "" {
 			return cached, nil
 		}
-		res, err := cached.GetAsVersion(p.list.CNIVersion)
+		res, err := entry.ResultAt(p.list.CNIVersion)
 		if err != nil {
 			planLog(log, p, "CHECK").WithError(err).
 				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
 			return cached, nil
+		}
+		if p.entryPath != "" {
+			// libcni's CHECK would fail on (or panic over) this cached
+			// result; planFor logged why.
+			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
 			if err := m.cni.CheckNetworkList(ctx, p.list, p.rt); err != nil {
