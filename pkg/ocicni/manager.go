@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -17,11 +18,14 @@ import (
 // Manager attaches pod sandboxes to CNI networks and detaches them again.
 // It implements [CNIPlugin]. Create one with [New].
 type Manager struct {
-	opts  options
-	log   *logrus.Entry
-	exec  invoke.Exec
-	cni   *libcni.CNIConfig
-	cache *cache.Cache
+	opts options
+	log  *logrus.Entry
+	exec invoke.Exec
+	cni  *libcni.CNIConfig
+	// cniNoCache runs DELs that must not read the attachment's cache
+	// entry (see plan.entryPath): its cache dir never exists.
+	cniNoCache *libcni.CNIConfig
+	cache      *cache.Cache
 
 	// Lock order: gate (shared by pod operations, exclusive for GC), then
 	// the pod's lock in pods, then loader.mu (reloads only). nets is an
@@ -67,6 +71,7 @@ func New(opts ...Option) (*Manager, error) {
 		gate:  newGate(),
 		pods:  newPodLocks(),
 	}
+	m.cniNoCache = libcni.NewCNIConfigWithCacheDir(o.binDirs, filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
 	m.loader = newLoader(&m.opts, exec, m.log)
 	m.nets.Store(&networkSet{byName: map[string]*network{}, defaultName: o.defaultNet})
 	m.ctx, m.cancel = context.WithCancel(context.Background())

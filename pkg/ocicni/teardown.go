@@ -2,7 +2,6 @@ package ocicni
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 
 	"github.com/sirupsen/logrus"
@@ -75,13 +74,11 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			outcomes = append(outcomes, o)
 			continue
 		}
-		rt := p.rt
+		cni := m.cni
 		if p.entryPath != "" {
-			kept := *p.rt
-			kept.CacheDir = m.noCacheDir()
-			rt = &kept
+			cni = m.cniNoCache
 		}
-		err := m.cni.DelNetworkList(ctx, p.list, rt)
+		err := cni.DelNetworkList(ctx, p.list, p.rt)
 		o.Class, o.Err = classify(err), err
 		switch o.Class {
 		case Deleted:
@@ -94,12 +91,6 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		outcomes = append(outcomes, o)
 	}
 	return outcomes
-}
-
-// noCacheDir is a directory that never exists, handed to libcni as the
-// cache dir of a DEL that must not read the attachment's real entry.
-func (m *Manager) noCacheDir() string {
-	return filepath.Join(m.cache.Dir(), "ocicni", "no-cache")
 }
 
 // dropEntry removes the cache entry of an attachment whose DEL succeeded

@@ -1,0 +1,185 @@
+package ocicni
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// envExec is a fake plugin executor for logic that must be checked
+// without root: it answers VERSION, succeeds every other verb with an empty
+// result, and records the environment and stdin of every call.
+type envExec struct {
+	mu    sync.Mutex
+	calls []execCall
+}
+
+type execCall struct {
+	env   map[string]string
+	stdin map[string]any
+}
+
+func (f *envExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) ([]byte, error) {
+	c := execCall{env: map[string]string{}}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "CNI_") {
+			c.env[k] = v
+		}
+	}
+	_ = json.Unmarshal(stdin, &c.stdin) // a call with bad stdin is still recorded
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+	switch c.env["CNI_COMMAND"] {
+	case "VERSION":
+		return []byte(`{"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}`), nil
+	case "ADD":
+		return []byte(`{"cniVersion":"1.1.0"}`), nil
+	}
+	return nil, nil
+}
+
+func (f *envExec) FindInPath(plugin string, paths []string) (string, error) {
+	if plugin != "fake" {
+		return "", fmt.Errorf("no plugin %q in %v", plugin, paths)
+	}
+	return filepath.Join(paths[0], plugin), nil
+}
+
+func (f *envExec) Decode(b []byte) (version.PluginInfo, error) {
+	return (&version.PluginDecoder{}).Decode(b)
+}
+
+// plugged returns the calls other than VERSION.
+func (f *envExec) plugged() []execCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []execCall
+	for _, c := range f.calls {
+		if c.env["CNI_COMMAND"] != "VERSION" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// treeFiles lists every regular file and symlink under root, relative.
+func treeFiles(t testing.TB, root string) []string {
+	var out []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, rel)
+		}
+		return nil
+	}))
+	return out
+}
+
+const fuzzID = "ctr1"
+
+// FuzzTeardownAndGCFromCache writes arbitrary content into a cache entry
+// and an attachment order record of container ctr1, then runs teardown by
+// ID and GC on them. Invariants: no file outside the results and order
+// directories is removed or created; every plugin ran with a container ID,
+// ifname, network name and netns that pass a request's validation; nothing
+// panics.
+func FuzzTeardownAndGCFromCache(f *testing.F) {
+	conf := base64.StdEncoding.EncodeToString([]byte(`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fake"}]}`))
+	entry := func(network, id, ifname, netns, config string) []byte {
+		return []byte(fmt.Sprintf(`{"kind":"cniCacheV1","containerId":%q,"config":%q,"ifName":%q,"networkName":%q,"netns":%q,"result":{"cniVersion":"1.0.0"}}`,
+			id, config, ifname, network, netns))
+	}
+	record := func(network, ifname, netns string) []byte {
+		return []byte(fmt.Sprintf(`{"kind":"ocicniOrderV1","containerId":"ctr1","attachments":[{"network":%q,"ifName":%q,"netns":%q}]}`,
+			network, ifname, netns))
+	}
+	hostileConf := base64.StdEncoding.EncodeToString([]byte(`{"cniVersion":"1.0.0","name":"../../victim-name","plugins":[{"type":"fake"}]}`))
+	f.Add(entry("net", fuzzID, "eth0", "/run/netns/x", conf), record("net", "eth0", "/run/netns/x"))
+	f.Add(entry("net", fuzzID, "eth0/../../../victim-if", "", conf), record("net", "eth0", ""))
+	f.Add(entry("net", fuzzID, "eth0", "", hostileConf), []byte(nil))
+	f.Add(entry("net", "x/../../../victim-id", "eth0", "", conf), []byte(nil))
+	f.Add(entry("../../victim-name", fuzzID, "eth0", "", conf), record("../../victim", "eth0", ""))
+	f.Add(entry("net", fuzzID, "eth0", "/proc/thread-self/ns/net", conf), record("net", "eth1", "/proc/1/ns/net"))
+	f.Add([]byte(`{"kind":"cniCacheV1","containerId":`), record("net", "eth0/../x", "relative"))
+	f.Add(entry("net", fuzzID, "eth0", "", conf)[:0], []byte(`{}`))
+	f.Add([]byte(`{"kind":"cniCacheV1","containerId":"ctr1","ifName":"eth0","networkName":"net","result":{"cniVersion":"1.0.0","ips":[null],"interfaces":[null]}}`), []byte(nil))
+
+	f.Fuzz(func(t *testing.T, entryData, recordData []byte) {
+		root := t.TempDir()
+		cacheDir := filepath.Join(root, "cache")
+		confDir := filepath.Join(root, "net.d")
+		binDir := filepath.Join(root, "bin")
+		resultsDir := filepath.Join(cacheDir, "results")
+		ordersDir := filepath.Join(cacheDir, "ocicni", "attachments")
+		for _, d := range []string{confDir, binDir, resultsDir, ordersDir} {
+			require.NoError(t, os.MkdirAll(d, 0o700))
+		}
+		writeConf(t, confDir, "10-net.conflist", `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fake"}]}`)
+		writeConf(t, confDir, "20-other.conflist", `{"cniVersion":"1.1.0","name":"other","plugins":[{"type":"fake"}]}`)
+		// Victims where hostile names would point.
+		for _, v := range []string{"victim-if", "victim-name-ctr1-eth0", "victim-id-eth0", "cache/victim"} {
+			require.NoError(t, os.WriteFile(filepath.Join(root, v), []byte("keep"), 0o600))
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(resultsDir, "net-ctr1-eth0"), entryData, 0o600))
+		if recordData != nil {
+			require.NoError(t, os.WriteFile(filepath.Join(ordersDir, fuzzID), recordData, 0o600))
+		}
+		isKept := func(rel string) bool {
+			return !strings.HasPrefix(rel, filepath.Join("cache", "results")+"/") &&
+				!strings.HasPrefix(rel, filepath.Join("cache", "ocicni")+"/")
+		}
+		before := slices.DeleteFunc(treeFiles(t, root), func(s string) bool { return !isKept(s) })
+
+		fx := &envExec{}
+		logger, _ := test.NewNullLogger()
+		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
+			WithExec(fx), WithLogger(logrus.NewEntry(logger)))
+		require.NoError(t, err)
+		defer func() { _ = m.Shutdown() }()
+
+		_ = m.TearDownPodWithContext(context.Background(), PodNetwork{ID: fuzzID})
+		_ = m.GC(context.Background(), nil)
+		_ = m.GC(context.Background(), []*PodNetwork{{ID: fuzzID}})
+
+		after := slices.DeleteFunc(treeFiles(t, root), func(s string) bool { return !isKept(s) })
+		assert.Equal(t, before, after, "files outside the results and order dirs")
+		for _, c := range fx.plugged() {
+			assertSafeCall(t, c)
+		}
+	})
+}
+
+// assertSafeCall checks that a plugin call carries only names and paths
+// that a request would have been allowed to carry.
+func assertSafeCall(t *testing.T, c execCall) {
+	t.Helper()
+	if c.env["CNI_COMMAND"] == "GC" || c.env["CNI_COMMAND"] == "STATUS" {
+		return // no container
+	}
+	name, _ := c.stdin["name"].(string)
+	assert.NoError(t, cache.ValidateNames(name, c.env["CNI_CONTAINERID"], c.env["CNI_IFNAME"]), "%v", c.env)
+	if ns := c.env["CNI_NETNS"]; ns != "" {
+		_, err := storedNetNS(ns)
+		assert.NoError(t, err, "CNI_NETNS %q", ns)
+	}
+}
