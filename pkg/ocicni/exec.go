@@ -19,11 +19,25 @@ type typedExec struct {
 
 var _ invoke.Exec = typedExec{}
 
+// rawExec is the part of invoke.Exec that finds and runs plugin binaries,
+// which invoke.RawExec implements; see newRawExec.
+type rawExec interface {
+	ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error)
+	FindInPath(plugin string, paths []string) (string, error)
+}
+
+// defaultExec is the executor used unless [WithExec] replaces it: what
+// invoke.DefaultExec is, with this platform's rawExec in place of
+// invoke.RawExec.
+type defaultExec struct {
+	rawExec
+	version.PluginDecoder
+}
+
+var _ invoke.Exec = (*defaultExec)(nil)
+
 func newDefaultExec() invoke.Exec {
-	return &invoke.DefaultExec{
-		RawExec:       &invoke.RawExec{Stderr: os.Stderr},
-		PluginDecoder: version.PluginDecoder{},
-	}
+	return &defaultExec{rawExec: newRawExec(os.Stderr)}
 }
 
 func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
@@ -32,6 +46,12 @@ func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData 
 		return out, fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return out, err
+}
+
+// notStarted is the error for a plugin not run because its context was
+// already done. It wraps the context's error.
+func notStarted(ctxErr error, pluginPath string) error {
+	return fmt.Errorf("%w: plugin %s not started", ctxErr, pluginPath)
 }
 
 func (e typedExec) FindInPath(plugin string, paths []string) (string, error) {
