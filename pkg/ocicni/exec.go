@@ -12,7 +12,8 @@ import (
 // typedExec wraps the configured invoke.Exec so that the failures libcni
 // reports as plain text become typed: a binary missing from every bin dir
 // wraps ErrPluginNotFound, and a plugin killed by an expired context wraps
-// the context's error next to the plugin's own error.
+// the context's error next to the plugin's own error. A context that is
+// already done starts no plugin at all.
 type typedExec struct {
 	inner invoke.Exec
 }
@@ -41,6 +42,9 @@ func newDefaultExec() invoke.Exec {
 }
 
 func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notStarted(err, pluginPath)
+	}
 	out, err := e.inner.ExecPlugin(ctx, pluginPath, stdinData, environ)
 	if err != nil && ctx.Err() != nil {
 		return out, fmt.Errorf("%w: %w", ctx.Err(), err)

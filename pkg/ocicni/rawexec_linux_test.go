@@ -262,3 +262,48 @@ printf '{"cniVersion":"1.0.0"}'`)
 	cancel() // a context that ends after the plugin exited kills nothing either
 	assert.False(t, testenv.ProcessGone(t, child), "the plugin's child still runs")
 }
+
+// execCounter counts ExecPlugin calls.
+type execCounter struct {
+	invoke.Exec
+	calls int
+}
+
+func (c *execCounter) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	c.calls++
+	return c.Exec.ExecPlugin(ctx, pluginPath, stdinData, environ)
+}
+
+// TestExecDoneContextStartsNoPlugin: with a context that is already done,
+// neither the manager's executor (whatever WithExec gave it) nor the
+// default one starts the plugin.
+func TestExecDoneContextStartsNoPlugin(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	ctxs := map[string]struct {
+		ctx  context.Context
+		want error
+	}{
+		"cancelled": {cancelled, context.Canceled},
+		"expired":   {expired, context.DeadlineExceeded},
+	}
+	for name, c := range ctxs {
+		t.Run(name, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "ran")
+			plugin := script(t, `touch `+marker)
+			inner := &execCounter{Exec: &defaultExec{rawExec: newRawExec(&bytes.Buffer{})}}
+
+			_, err := typedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.want)
+			assert.Zero(t, inner.calls, "typedExec did not call the inner executor")
+
+			_, err = inner.Exec.ExecPlugin(c.ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.want, "the default executor returns the context's error")
+			assert.NoFileExists(t, marker, "the plugin never ran")
+			var cniErr *types.Error
+			require.NotErrorAs(t, err, &cniErr, "no plugin error: no plugin ran")
+		})
+	}
+}
