@@ -32,4 +32,10 @@
 // [BridgeConflist], [Conflist] and [RecorderConf] build network
 // configurations; [WriteFile] writes them. [Reservations] and [AddrsIn]
 // inspect what the plugins did.
+//
+// # Processes
+//
+// [ReadPidFile], [ProcessGone] and [KillOnCleanup] follow processes that a
+// plugin started (see the recorder's "childPidFile"), so that a test can
+// check that they were killed and make sure none outlives it.
 package testenv

@@ -56,6 +56,22 @@
 // ([WithRollbackTimeout]) even when the caller's context has expired, and
 // returns a [SetupError] holding the ADD error and any rollback failures.
 //
+// # Plugin processes
+//
+// Unless [WithExec] replaces the executor, plugins run as libcni runs them
+// (same stdin, environment and stderr, and a plugin's JSON error on stdout
+// becomes a *types.Error), except that on Unix each plugin leads a process
+// group of its own. When the context ends before the plugin exits, the
+// plugin and every process it started in its group get SIGKILL, and the
+// error matches the context's error with errors.Is while errors.As still
+// reaches the plugin's *types.Error. A process that left the group
+// survives. A plugin that exits on its own has nothing killed, so a daemon
+// it started keeps running. Whatever process outlives the plugin, the call
+// returns at most two seconds after the plugin ended, even if that process
+// holds the plugin's stdout or stderr open. Off Unix the executor is
+// invoke.RawExec, which kills the plugin alone. A context that is already
+// done starts no plugin, whatever the executor.
+//
 // # Teardown semantics
 //
 //   - Every attachment gets its DEL, even after earlier ones failed.

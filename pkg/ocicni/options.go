@@ -131,6 +131,9 @@ func WithLogger(l *logrus.Entry) Option {
 }
 
 // WithExec replaces the plugin executor, which lets callers fake plugins.
+// It is never called with a context that is already done. The default
+// executor kills a plugin's whole process group when the context ends (see
+// "Plugin processes" in the package doc); a replacement does what it does.
 func WithExec(e invoke.Exec) Option {
 	return func(o *options) error {
 		o.exec = e

@@ -20,6 +20,14 @@
 //
 //   - "sleepMs": after logging the call, sleep this many milliseconds
 //     before acting.
+//   - "childPidFile": an absolute path. After logging the call (and before
+//     "sleepMs"), start a child process that inherits the plugin's stdout
+//     and stderr and sleeps for an hour, write the child's pid to this file
+//     (through a rename, so it is never read half-written), and go on with
+//     the rest of the behaviour. The plugin never waits for the child, so
+//     whoever reads the plugin's stdout sees it open until the child ends.
+//     The child is the recorder binary run again with OCICNI_RECORDER_CHILD
+//     set. A test that leaves it running kills it.
 //   - "errorCode", "errorMsg": fail with a CNI error (types.Error). A
 //     message without a code fails with code 999 (internal error); a code
 //     without a message gets a default message.

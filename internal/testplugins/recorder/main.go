@@ -27,6 +27,7 @@ type behaviour struct {
 	Crash        bool            `json:"crash,omitempty"`
 	SleepMs      int             `json:"sleepMs,omitempty"`
 	OnlyIfExists string          `json:"onlyIfExists,omitempty"`
+	ChildPidFile string          `json:"childPidFile,omitempty"`
 }
 
 // netConf is the recorder's network configuration.
@@ -44,6 +45,10 @@ type netConf struct {
 const crashOutput = "recorder: simulated crash: this is not JSON {{{\n"
 
 func main() {
+	if os.Getenv(childEnv) != "" {
+		childMain()
+		return
+	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add:    func(a *skel.CmdArgs) error { return run("ADD", a) },
 		Del:    func(a *skel.CmdArgs) error { return run("DEL", a) },
@@ -65,6 +70,11 @@ func run(verb string, args *skel.CmdArgs) error {
 	}
 
 	b := conf.behaviourFor(verb)
+	if b.ChildPidFile != "" {
+		if err := startChild(b.ChildPidFile); err != nil {
+			return types.NewError(types.ErrIOFailure, "recorder: start child", err.Error())
+		}
+	}
 	if b.SleepMs > 0 {
 		time.Sleep(time.Duration(b.SleepMs) * time.Millisecond)
 	}

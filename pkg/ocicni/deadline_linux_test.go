@@ -1,0 +1,59 @@
+package ocicni
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSetupDeadlineKillsPluginAndItsChildren: an ADD that started a child
+// holding its stdout and then hangs is killed with the child when the
+// caller's deadline passes; the setup fails with the deadline, rolls back,
+// and leaves nothing behind.
+func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
+	e := newITEnv(t)
+	childPidFile := filepath.Join(t.TempDir(), "child.pid")
+	e.recordedBridge("good", nil)
+	e.addConf("hung", e.recorder("hung", "1.0.0", map[string]any{
+		"add": map[string]any{"childPidFile": childPidFile, "sleepMs": 600_000},
+	}))
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "hung"}}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.SetUpPodWithContext(ctx, pod)
+		done <- err
+	}()
+	child := waitPid(t, childPidFile)
+	var plugin int
+	require.Eventually(t, func() bool {
+		for _, c := range e.calls("ADD") {
+			if c.Network == "hung" {
+				plugin = c.PID
+			}
+		}
+		return plugin != 0
+	}, 10*time.Second, 5*time.Millisecond, "the hung ADD was logged")
+
+	err := requireReturns(t, done)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var se *SetupError
+	require.ErrorAs(t, err, &se)
+	assert.Nil(t, se.Rollback)
+	var cniErr *types.Error
+	require.ErrorAs(t, err, &cniErr, "the killed plugin's error is kept")
+	requireGone(t, plugin, "plugin")
+	requireGone(t, child, "plugin's child")
+
+	assert.Equal(t, []string{"hung", "good"}, e.callNetworks("DEL"), "rollback ran after the deadline")
+	e.assertClean(pod, "good")
+}

@@ -1,0 +1,309 @@
+package ocicni
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// These tests run shell scripts as plugins; they need no root and no netns.
+
+// script writes an executable shell script with body and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plugin.sh")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return path
+}
+
+// defaultExecTo is the default executor, typed as the manager uses it,
+// with plugin stderr going to stderr.
+func defaultExecTo(stderr *bytes.Buffer) invoke.Exec {
+	return typedExec{inner: &defaultExec{rawExec: newRawExec(stderr)}}
+}
+
+// waitPid waits for a script to write a pid to path and makes sure that
+// process does not outlive the test.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		pid = testenv.ReadPidFile(t, path)
+		return pid != 0
+	}, 10*time.Second, 5*time.Millisecond, "pid file %s", path)
+	testenv.KillOnCleanup(t, pid)
+	return pid
+}
+
+func requireGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return testenv.ProcessGone(t, pid) }, 10*time.Second, 5*time.Millisecond,
+		"%s (pid %d) is still running", what, pid)
+}
+
+// execAsync runs ExecPlugin in a goroutine and returns its error channel.
+func execAsync(ctx context.Context, e invoke.Exec, pluginPath string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ExecPlugin(ctx, pluginPath, nil, nil)
+		done <- err
+	}()
+	return done
+}
+
+// requireReturns waits for an ExecPlugin started by execAsync.
+func requireReturns(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "ExecPlugin did not return after its context ended")
+		return nil
+	}
+}
+
+// TestDefaultExecMatchesRawExec runs each plugin through invoke.RawExec and
+// through the default executor and expects the same output, the same
+// error and the same stderr passthrough.
+func TestDefaultExecMatchesRawExec(t *testing.T) {
+	traced := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		SpanID:     trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
+		TraceFlags: trace.FlagsSampled,
+	}))
+	cases := []struct {
+		name     string
+		ctx      context.Context
+		body     string
+		wantOut  string
+		wantCode uint   // the *types.Error's code, when wantMsg is set
+		wantMsg  string // the *types.Error's message; empty for success
+		wantErr  string // stderr passed through
+	}{
+		{
+			name: "stdin, environment and stderr", ctx: context.Background(),
+			body:    `cat; printf '%s\n' "$CNI_COMMAND" "$FOO" >&2`,
+			wantOut: `{"cniVersion":"1.0.0"}`, wantErr: "ADD\nbar\n",
+		},
+		{
+			name: "trace context", ctx: traced,
+			body:    `printf '%s' "$TRACEPARENT"`,
+			wantOut: "00-0102030405060708090a0b0c0d0e0f10-0102030405060708-01",
+		},
+		{
+			name: "CNI error on stdout", ctx: context.Background(),
+			body:     `printf '{"cniVersion":"1.0.0","code":11,"msg":"try later","details":"busy"}'; echo ignored >&2; exit 1`,
+			wantCode: 11, wantMsg: "try later",
+		},
+		{
+			name: "stderr only", ctx: context.Background(),
+			body:    `echo boom >&2; exit 3`,
+			wantMsg: `netplugin failed: "boom\n": exit status 3`,
+		},
+		{
+			name: "no output", ctx: context.Background(),
+			body:    `exit 4`,
+			wantMsg: "netplugin failed with no error message: exit status 4",
+		},
+		{
+			name: "garbage on stdout", ctx: context.Background(),
+			body:    `echo garbage; exit 1`,
+			wantMsg: `netplugin failed but error parsing its diagnostic message "garbage\n": invalid character 'g' looking for beginning of value`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plugin := script(t, tc.body)
+			stdin := []byte(`{"cniVersion":"1.0.0"}`)
+			env := []string{"CNI_COMMAND=ADD", "FOO=bar"}
+
+			var refStderr, ourStderr bytes.Buffer
+			refOut, refErr := (&invoke.RawExec{Stderr: &refStderr}).ExecPlugin(tc.ctx, plugin, stdin, env)
+			out, err := defaultExecTo(&ourStderr).ExecPlugin(tc.ctx, plugin, stdin, env)
+
+			assert.Equal(t, refOut, out, "stdout as invoke.RawExec")
+			assert.Equal(t, refErr, err, "error as invoke.RawExec")
+			assert.Equal(t, refStderr.String(), ourStderr.String(), "stderr as invoke.RawExec")
+			assert.Equal(t, tc.wantErr, ourStderr.String())
+			if tc.wantMsg == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.wantOut, string(out))
+				return
+			}
+			var cniErr *types.Error
+			require.ErrorAs(t, err, &cniErr)
+			assert.Equal(t, tc.wantCode, cniErr.Code)
+			assert.Equal(t, tc.wantMsg, cniErr.Msg)
+		})
+	}
+}
+
+// TestDefaultExecKillsProcessGroupWhenContextEnds: a plugin that started a
+// child holding its stdout is killed together with the child, and
+// ExecPlugin returns the context's error and the plugin's *types.Error.
+func TestDefaultExecKillsProcessGroupWhenContextEnds(t *testing.T) {
+	cases := []struct {
+		name   string
+		ctx    func() (context.Context, context.CancelFunc)
+		cancel bool // cancel once the pids are known, rather than wait for the deadline
+		want   error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, context.Canceled},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 2*time.Second)
+		}, false, context.DeadlineExceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plugin := script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
+sleep 1000 &
+echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
+wait`)
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			done := execAsync(ctx, defaultExecTo(&bytes.Buffer{}), plugin)
+			pluginPid := waitPid(t, filepath.Join(dir, "plugin.pid"))
+			childPid := waitPid(t, filepath.Join(dir, "child.pid"))
+			if tc.cancel {
+				cancel()
+			}
+
+			err := requireReturns(t, done)
+			require.ErrorIs(t, err, tc.want)
+			var cniErr *types.Error
+			require.ErrorAs(t, err, &cniErr, "the plugin's error is kept")
+			requireGone(t, pluginPid, "plugin")
+			requireGone(t, childPid, "plugin's child")
+		})
+	}
+}
+
+// TestDefaultExecWaitDelay: a process that left the plugin's group and
+// holds its stdout open neither blocks ExecPlugin nor is killed.
+func TestDefaultExecWaitDelay(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("needs setsid")
+	}
+	cases := []struct {
+		name    string
+		tail    string // what the plugin does after starting the escaped child
+		cancel  bool
+		wantOut string
+		wantErr error
+	}{
+		{"plugin exits 0: its output stands", `printf '{"cniVersion":"1.0.0"}'`, false, `{"cniVersion":"1.0.0"}`, nil},
+		{"plugin killed", `wait`, true, "", context.Canceled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plugin := script(t, `setsid sleep 1000 &
+echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
+`+tc.tail)
+			e := typedExec{inner: &defaultExec{rawExec: &groupExec{waitDelay: 100 * time.Millisecond}}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				out []byte
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := e.ExecPlugin(ctx, plugin, nil, nil)
+				done <- result{out, err}
+			}()
+			child := waitPid(t, filepath.Join(dir, "child.pid"))
+			if tc.cancel {
+				cancel()
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				require.FailNow(t, "ExecPlugin waited for the escaped child")
+			}
+			if tc.wantErr != nil {
+				require.ErrorIs(t, r.err, tc.wantErr)
+			} else {
+				require.NoError(t, r.err)
+			}
+			assert.Equal(t, tc.wantOut, string(r.out))
+			assert.False(t, testenv.ProcessGone(t, child), "a process outside the group is not killed")
+		})
+	}
+}
+
+// TestDefaultExecNormalExitKillsNothing: after a plugin exits on its own,
+// the processes it left in its group keep running.
+func TestDefaultExecNormalExitKillsNothing(t *testing.T) {
+	dir := t.TempDir()
+	plugin := script(t, `sleep 1000 >/dev/null 2>&1 &
+echo $! > `+dir+`/child.pid
+printf '{"cniVersion":"1.0.0"}'`)
+	ctx, cancel := context.WithCancel(context.Background())
+	out, err := defaultExecTo(&bytes.Buffer{}).ExecPlugin(ctx, plugin, nil, nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"cniVersion":"1.0.0"}`, string(out))
+	child := waitPid(t, filepath.Join(dir, "child.pid"))
+	cancel() // a context that ends after the plugin exited kills nothing either
+	assert.False(t, testenv.ProcessGone(t, child), "the plugin's child still runs")
+}
+
+// execCounter counts ExecPlugin calls.
+type execCounter struct {
+	invoke.Exec
+	calls int
+}
+
+func (c *execCounter) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	c.calls++
+	return c.Exec.ExecPlugin(ctx, pluginPath, stdinData, environ)
+}
+
+// TestExecDoneContextStartsNoPlugin: with a context that is already done,
+// neither the manager's executor (whatever WithExec gave it) nor the
+// default one starts the plugin.
+func TestExecDoneContextStartsNoPlugin(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	ctxs := map[string]struct {
+		ctx  context.Context
+		want error
+	}{
+		"cancelled": {cancelled, context.Canceled},
+		"expired":   {expired, context.DeadlineExceeded},
+	}
+	for name, c := range ctxs {
+		t.Run(name, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "ran")
+			plugin := script(t, `touch `+marker)
+			inner := &execCounter{Exec: &defaultExec{rawExec: newRawExec(&bytes.Buffer{})}}
+
+			_, err := typedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.want)
+			assert.Zero(t, inner.calls, "typedExec did not call the inner executor")
+
+			_, err = inner.Exec.ExecPlugin(c.ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.want, "the default executor returns the context's error")
+			assert.NoFileExists(t, marker, "the plugin never ran")
+			var cniErr *types.Error
+			require.NotErrorAs(t, err, &cniErr, "no plugin error: no plugin ran")
+		})
+	}
+}
