@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test bench lint plugins
+.PHONY: help quickstart test fuzz bench lint plugins
 
 help: ## List the targets
 	@echo "Targets:"
@@ -24,6 +24,9 @@ quickstart: ## Attach a netns to a bridge network, ping its gateway, detach (as 
 test: ## go vet, then every test of the main module with -race (as root, the netns tests run too)
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
+
+fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
+	bash .ci/fuzz
 
 bench: ## Benchmarks of pkg/ocicni, 5 runs each, also written to bench.out (for benchstat)
 	go test -run '^$$' -bench . -benchmem -count 5 ./pkg/ocicni/ | tee bench.out

@@ -1,8 +1,10 @@
 package ocicni
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,6 +48,23 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 			name: "hostile network name", want: ErrInvalidArgument, field: "network name",
 			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "a/../../b"}} },
 		},
+		// Lengths are bounded before any plugin runs, so that libcni's
+		// cache file name fits NAME_MAX (see cache.MaxContainerIDLen).
+		{name: "250-byte ID", mutate: func(p *PodNetwork) { p.ID = strings.Repeat("a", 250) }, want: ErrInvalidArgument, field: "container ID"},
+		{name: "10 kB ID", mutate: func(p *PodNetwork) { p.ID = strings.Repeat("a", 10<<10) }, want: ErrInvalidArgument, field: "container ID"},
+		{name: "10 kB pod name", mutate: func(p *PodNetwork) { p.Name = strings.Repeat("n", 10<<10) }, want: ErrInvalidArgument, field: "pod name"},
+		{name: "10 kB namespace", mutate: func(p *PodNetwork) { p.Namespace = strings.Repeat("n", 10<<10) }, want: ErrInvalidArgument, field: "pod namespace"},
+		{name: "10 kB UID", mutate: func(p *PodNetwork) { p.UID = strings.Repeat("u", 10<<10) }, want: ErrInvalidArgument, field: "pod UID"},
+		{name: "10 kB netns path", mutate: func(p *PodNetwork) { p.NetNS = "/" + strings.Repeat("n", 10<<10) }, want: ErrInvalidArgument, field: "netns path"},
+		{name: "host netns", mutate: func(p *PodNetwork) { p.NetNS = "/proc/thread-self/ns/net" }, want: ErrInvalidArgument, field: "netns path"},
+		{
+			name: "16-byte ifname", want: ErrInvalidArgument, field: "interface name",
+			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "rec", Ifname: "eth0123456789abc"}} },
+		},
+		{
+			name: "101-byte network name", want: ErrInvalidArgument, field: "network name",
+			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: strings.Repeat("n", 101)}} },
+		},
 		{name: "CNI_ARGS injection via name", mutate: func(p *PodNetwork) { p.Name = "x;IP=10.0.0.5" }, want: ErrInvalidArgument, field: "pod name"},
 		{name: "CNI_ARGS injection via UID", mutate: func(p *PodNetwork) { p.UID = "u=1" }, want: ErrInvalidArgument, field: "pod UID"},
 		{
@@ -80,9 +99,9 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 	}
 
 	// Teardown and status reject hostile IDs before touching anything.
-	for _, id := range []string{"", "../x", "a/b", "a\nb"} {
+	for _, id := range []string{"", "../x", "a/b", "a\nb", strings.Repeat("a", 10<<10)} {
 		err := m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: id})
-		require.ErrorIs(t, err, ErrInvalidArgument, "%q", id)
+		require.ErrorIs(t, err, ErrInvalidArgument, "%.20q", id)
 		_, err = m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: id, NetNS: good.NetNS})
 		require.ErrorIs(t, err, ErrInvalidArgument, "%q", id)
 	}
@@ -96,4 +115,28 @@ func TestNoDefaultNetworkError(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoDefaultNetwork)
 	assert.Contains(t, err.Error(), e.confDir)
 	require.ErrorIs(t, m.Status(), ErrNoDefaultNetwork)
+}
+
+// An already cancelled context runs nothing: no lo, no order record, no
+// plugin, no rollback.
+func TestCancelledContextRunsNothing(t *testing.T) {
+	e := newITEnv(t)
+	e.addConf("rec", e.recorder("rec", "1.0.0", nil))
+	m := e.start()
+	pod := e.pod("p")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	_, err := m.SetUpPodWithContext(ctx, pod)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, e.calls(""), "no plugin ran")
+	assert.Empty(t, e.orderFiles())
+	assert.Empty(t, e.cacheFiles())
+	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS))
+	assert.False(t, loUp(t, pod.NetNS), "lo was not brought up")
+}
+
+func loUp(t *testing.T, nsPath string) bool {
+	t.Helper()
+	return checkLoopback(nsPath) == nil
 }

@@ -84,13 +84,29 @@
 //     descending.
 //   - DEL uses the cached config and runtime args, so it works after the
 //     config file changed or was removed, or with an empty conf dir. Without
-//     a cache entry it uses the loaded config; with neither, the attachment
-//     is reported as [NoConfig], a warning.
-//   - A corrupt cache entry is deleted with the loaded config when there is
-//     one, and reported as a failure when there is not.
+//     a cache entry it uses the loaded config. With neither, an attachment
+//     that a cache entry or the order record names is reported as
+//     [Orphaned], a failure, and stays recorded until a teardown or GC
+//     after the config returns deletes it; any other is [NoConfig], a
+//     warning.
+//   - The order record (see "Attachment order records") is also the memory
+//     of attachments that never reached libcni's cache (an ADD that failed
+//     after an earlier plugin of its list attached, or a crash during ADD),
+//     so they are deleted too, inside the netns recorded at ADD.
+//   - A corrupt cache entry, or one whose result libcni cannot decode, is
+//     deleted with the best config there is (the cached one when readable,
+//     else the loaded one), but libcni never reads the file: its DEL would
+//     block on a FIFO, read a huge file, drop the entry before running the
+//     plugins, or panic. The file goes only after DEL succeeded. Without
+//     any config it is reported as a failure.
 //   - Each attachment's [Outcome] is classified: [Deleted], [AlreadyGone]
 //     (code 3; counts as success), [RetryLater] (code 11, an expired
-//     context, a plugin binary that is gone), or [Failed].
+//     context, a plugin binary that is gone), [Failed] or [Orphaned].
+//   - libcni stops a list's DEL at the first plugin that answers code 3,
+//     so plugins before it in the list get no DEL. The spec allows it; the
+//     manager counts the attachment as deleted and logs a warning naming
+//     the network, and GC (the plugins' own, at CNI 1.1) must collect what
+//     those plugins kept.
 //   - Under the [Strict] policy (the default) failures are returned as a
 //     [TeardownError], which names each failed network and ifname and
 //     unwraps to one [NetworkError] per failure, so errors.As reaches the
@@ -104,6 +120,46 @@
 //
 // [Manager.TearDownPodOutcomes] returns the outcomes as values whatever the
 // policy.
+//
+// # Attachment order records
+//
+// Before the first ADD, setup writes the pod's attachments (network,
+// ifname, netns) to a record outside libcni's results directory (see
+// package cache). An attachment leaves the record only once its DEL
+// succeeded or its plugin said it is gone: after a teardown, a rollback or
+// a GC that could not delete it, it is still recorded, whether or not its
+// cache entry survived. The record goes when it is empty.
+//
+// # Untrusted files
+//
+// Config files, cache entries and order records are written by other
+// components and survive crashes and hand edits, so none is trusted:
+//   - Only regular files are read (a symlink in the conf dir must lead to
+//     one; the cache holds no symlinks), never with a blocking open, and
+//     never more than [MaxConfigFileSize] or [cache.MaxFileSize] bytes.
+//   - Every network name, container ID and ifname read from a cache entry
+//     or a record passes the same validation as a request's before it
+//     becomes a path, an environment variable or a plugin run, and must
+//     agree with the entry's own file name and cached config; an entry that
+//     does not is corrupt and is acted on only by its file name.
+//   - A netns path read from the cache is used only when it is absolute,
+//     clean and not the host's network namespace; otherwise DEL runs
+//     without one (plugins still release IPAM).
+//   - libcni's result converters can panic on some cached results; those
+//     panics are recovered and the entry treated as unreadable.
+//
+// # Bad input
+//
+// Requests are validated before anything runs: container IDs, network
+// names and ifnames as libcni's ADD validates them, plus path checks and
+// the lengths [cache.MaxContainerIDLen] (128), [cache.MaxNetworkNameLen]
+// (100) and [cache.MaxIfNameLen] (15), which keep libcni's cache file name
+// within 255 bytes; pod name and namespace up to [MaxPodNameLen], UID up
+// to [MaxPodUIDLen], none with ';', '=' or control characters (they go
+// into CNI_ARGS); netns paths absolute, clean, existing for setup, and
+// never the caller's own or init's network namespace. A context that is
+// already done starts nothing. Every rejection is an
+// [InvalidArgumentError] naming the field.
 //
 // # Results
 //
@@ -134,8 +190,10 @@
 // deleted with the loaded config inside the netns recorded at ADD. It then
 // sends the GC verb, with the valid attachments (never a nil list, which
 // libcni reads as "delete everything"), to networks at 1.1.0 or later that
-// do not set disableGC. A valid pod keeps every attachment the cache holds
-// for its ID, whatever the default network is now. GC holds the gate
+// do not set disableGC. A valid pod's attachments are the union of the
+// networks it names, every cache entry and recorded attachment of its ID,
+// and, when it names none, the default network on eth0: listing more can
+// only protect more. GC holds the gate
 // exclusively, so no ADD runs while plugins collect.
 //
 // # Bad input

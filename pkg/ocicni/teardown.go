@@ -86,7 +86,15 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			plog.Debug("Deleted pod from CNI network")
 		case AlreadyGone:
 			m.dropEntry(p, o.Class, plog)
-			plog.WithError(err).Info("CNI plugin reports the container unknown; counted as deleted")
+			if len(p.list.Plugins) > 1 {
+				// libcni stops a list's DEL at the first plugin that
+				// answers code 3, so the plugins before it in the list
+				// got no DEL. The spec allows it; say so where it shows.
+				plog.WithError(err).Warn("A plugin reported the container unknown (code 3); libcni ran no DEL " +
+					"for the plugins before it in the list. Counted as deleted; GC or the plugins' own GC must collect their state")
+			} else {
+				plog.WithError(err).Info("CNI plugin reports the container unknown; counted as deleted")
+			}
 		}
 		outcomes = append(outcomes, o)
 	}
