@@ -43,6 +43,7 @@ type options struct {
 	policy          TeardownPolicy
 	rollbackTimeout time.Duration
 	debounce        time.Duration
+	delPastUnknown  bool
 }
 
 func defaultOptions() options {
@@ -173,6 +174,20 @@ func WithReloadDebounce(d time.Duration) Option {
 			return fmt.Errorf("%w: debounce %v", ErrInvalidArgument, d)
 		}
 		o.debounce = d
+		return nil
+	}
+}
+
+// WithDELPastUnknownContainer makes a list's DEL continue past a plugin
+// that answers code 3 (unknown container). libcni stops a list's DEL
+// there, as the spec allows, so the plugins before it in the list (an
+// IPAM-holding bridge, say) never get their DEL. With this option the
+// manager then runs DEL for every plugin of the list itself, last to
+// first, each counting code 3 as success, so that each plugin releases
+// what it holds. Those DELs run without prevResult.
+func WithDELPastUnknownContainer() Option {
+	return func(o *options) error {
+		o.delPastUnknown = true
 		return nil
 	}
 }

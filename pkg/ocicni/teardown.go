@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
@@ -79,6 +80,9 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			cni = m.cniNoCache
 		}
 		err := cni.DelNetworkList(ctx, p.list, p.rt)
+		if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && m.opts.delPastUnknown {
+			err = m.delEachPlugin(ctx, p)
+		}
 		o.Class, o.Err = classify(err), err
 		switch o.Class {
 		case Deleted:
@@ -86,7 +90,7 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			plog.Debug("Deleted pod from CNI network")
 		case AlreadyGone:
 			m.dropEntry(p, o.Class, plog)
-			if len(p.list.Plugins) > 1 {
+			if len(p.list.Plugins) > 1 && !m.opts.delPastUnknown {
 				// libcni stops a list's DEL at the first plugin that
 				// answers code 3, so the plugins before it in the list
 				// got no DEL. The spec allows it; say so where it shows.
@@ -99,6 +103,30 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		outcomes = append(outcomes, o)
 	}
 	return outcomes
+}
+
+// delEachPlugin runs DEL for every plugin of the plan's list, last to
+// first, as single-plugin lists, best effort: code 3 from one plugin does
+// not stop the others, and counts as success. libcni is kept away from
+// the cache entry (a single plugin's DEL would remove it after the first
+// success), so prevResult is not passed; the entry goes once every DEL
+// succeeded. It returns the first error other than code 3.
+func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
+	var firstErr error
+	for i := len(p.list.Plugins) - 1; i >= 0; i-- {
+		one := &libcni.NetworkConfigList{Name: p.list.Name, CNIVersion: p.list.CNIVersion,
+			Plugins: p.list.Plugins[i : i+1]}
+		if err := m.cniNoCache.DelNetworkList(ctx, one, p.rt); err != nil && classify(err) != AlreadyGone && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if p.entryPath != "" {
+		return m.cache.RemoveFile(p.entryPath)
+	}
+	return m.cache.Remove(p.Name, p.id, p.Ifname)
 }
 
 // dropEntry removes the cache entry of an attachment whose DEL succeeded
