@@ -13,9 +13,6 @@ import (
 // acquire takes the shared gate and the pod's lock, in the documented
 // order, and returns their release.
 func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
-	if m.closed.Load() {
-		return nil, ErrShutdown
-	}
 	if err := m.gate.rlock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
@@ -93,12 +90,24 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	log := m.podLog(&pod)
 	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing
+		release()
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
+	results, err := m.attach(ctx, &pod, plans, log, release)
+	if !errors.Is(err, ErrRollbackPending) {
+		release()
+	}
+	return results, err
+}
 
+// attach brings up lo, records the order and runs every ADD, holding the
+// pod's lock. After a failed ADD it rolls back; when ctx is already done
+// the rollback goes on in the background, keeps holding the pod's lock
+// (release, which it then calls) and the returned *SetupError matches
+// ErrRollbackPending. In every other case the caller releases.
+func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, release func()) ([]NetResult, error) {
 	if err := bringUpLoopback(pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
@@ -114,11 +123,32 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 	for i, p := range plans {
 		planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Info("Adding pod to CNI network")
 		res, err := m.cni.AddNetworkList(ctx, p.list, p.rt)
-		if err != nil {
-			addErr := &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}
-			return nil, m.rollback(ctx, &pod, plans[:i+1], addErr, log)
+		if err == nil {
+			results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})
+			continue
 		}
-		results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})
+		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller's deadline is a promise: return now, and let the
+			// rollback finish in the background under its own timeout.
+			serr.Cause, serr.RollbackPending = cerr, true
+			m.rollbacks.add()
+			go func() {
+				defer m.rollbacks.done()
+				defer release()
+				if rerr := m.rollback(ctx, pod, plans[:i+1], log); rerr != nil {
+					log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +
+						"the attachments stay recorded for teardown and GC")
+				} else {
+					log.Info("Background rollback of a setup whose deadline passed finished")
+				}
+			}()
+			return nil, serr
+		}
+		if rerr := m.rollback(ctx, pod, plans[:i+1], log); rerr != nil {
+			serr.Rollback = rerr
+		}
+		return nil, serr
 	}
 	return results, nil
 }
@@ -126,8 +156,9 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 // rollback deletes, in reverse order and best effort, the attachments of a
 // failed setup, including the one whose ADD failed. It runs under its own
 // timeout even when ctx has expired. The order record keeps exactly the
-// attachments whose rollback DEL failed, for teardown and GC.
-func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, addErr error, log *logrus.Entry) error {
+// attachments whose rollback DEL failed, for teardown and GC. It returns
+// the failures, nil when every DEL succeeded.
+func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry) *TeardownError {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.rollbackTimeout)
 	defer cancel()
 	reversed := make([]*plan, len(plans))
@@ -135,7 +166,6 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, 
 		reversed[len(plans)-1-i] = p
 	}
 	outcomes := m.deleteAll(rctx, reversed, log, "rollback")
-	serr := &SetupError{ContainerID: pod.ID, Err: addErr}
 	var left []cache.Attachment
 	for i := len(outcomes) - 1; i >= 0; i-- { // back to ADD order
 		if o := outcomes[i]; o.Failure() {
@@ -143,16 +173,17 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, 
 		}
 	}
 	var err error
+	var terr *TeardownError
 	if len(left) == 0 {
 		err = m.cache.RemoveOrder(pod.ID)
 	} else {
-		serr.Rollback = &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
+		terr = &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
 		err = m.cache.WriteOrder(pod.ID, left)
 	}
 	if err != nil {
 		log.WithError(err).Warn("Cannot update attachment order record after rollback")
 	}
-	return serr
+	return terr
 }
 
 // explainDefault turns a missing default network into an error that says

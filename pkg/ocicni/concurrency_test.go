@@ -98,14 +98,3 @@ func TestSamePodIsSerializedAndLockWaitRespectsContext(t *testing.T) {
 	require.Len(t, dels, 1)
 	assert.True(t, dels[0].Time.After(adds[0].Time.Add(time.Second)), "DEL ran after the slow ADD")
 }
-
-func TestShutdownRejectsNewOperations(t *testing.T) {
-	e := newITEnv(t)
-	e.addConf("rec", e.recorder("rec", "1.0.0", nil))
-	m := e.start()
-	require.NoError(t, m.Shutdown())
-	require.NoError(t, m.Shutdown())
-	_, err := m.SetUpPodWithContext(e.ctx(), e.pod("p"))
-	require.ErrorIs(t, err, ErrShutdown)
-	assert.Empty(t, e.calls(""))
-}

@@ -54,6 +54,8 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 	requireGone(t, plugin, "plugin")
 	requireGone(t, child, "plugin's child")
 
+	require.ErrorIs(t, err, ErrRollbackPending)
+	m.rollbacks.wait()
 	assert.Equal(t, []string{"hung", "good"}, e.callNetworks("DEL"), "rollback ran after the deadline")
 	e.assertClean(pod, "good")
 }

@@ -24,8 +24,15 @@ var (
 	// ErrUnsupportedVersion means a plugin does not support the
 	// configuration's cniVersion.
 	ErrUnsupportedVersion = errors.New("ocicni: plugin does not support the config version")
-	// ErrShutdown is returned by operations after [Manager.Shutdown].
+	// ErrShutdown is kept for source compatibility with earlier versions
+	// of this package. No method returns it: after [Manager.Shutdown] the
+	// manager keeps serving, as cri-o/ocicni's does.
 	ErrShutdown = errors.New("ocicni: manager is shut down")
+	// ErrRollbackPending is matched by a [SetupError] returned when the
+	// caller's context ended during setup: the call returned at once, and
+	// the rollback of what was attached goes on in the background, holding
+	// the pod's lock, under [WithRollbackTimeout].
+	ErrRollbackPending = errors.New("ocicni: rollback still running in the background")
 	// ErrNoConfig means an attachment has neither a loaded config nor a
 	// cache entry, so no plugin can be run for it.
 	ErrNoConfig = errors.New("ocicni: no config and no cache entry for attachment")
@@ -118,26 +125,43 @@ func (e *NetworkError) Error() string {
 func (e *NetworkError) Unwrap() error { return e.Err }
 
 // SetupError is returned when a SetUpPod fails. Err is the failure of
-// the attachment that stopped setup (a *NetworkError for a plugin failure),
-// and Rollback describes the DELs that undid the attachments already made,
-// nil when every rollback DEL succeeded.
+// the attachment that stopped setup (a *NetworkError for a plugin failure).
+// The rollback of the attachments already made has one of three states:
+//   - finished: Rollback is nil and RollbackPending false;
+//   - failed: Rollback holds the failed DELs;
+//   - still running, in the background, because the caller's context had
+//     ended (Cause): RollbackPending is true and the error matches
+//     [ErrRollbackPending] and Cause with errors.Is. A teardown or setup of
+//     the same sandbox waits for it; its outcome is logged.
 type SetupError struct {
-	ContainerID string
-	Err         error
-	Rollback    *TeardownError
+	ContainerID     string
+	Err             error
+	Rollback        *TeardownError
+	RollbackPending bool
+	Cause           error // the context's error when the context ended
 }
 
 func (e *SetupError) Error() string {
 	msg := fmt.Sprintf("ocicni: setting up pod %s: %v", e.ContainerID, e.Err)
-	if e.Rollback != nil {
+	switch {
+	case e.RollbackPending:
+		msg += "; rollback continues in the background"
+	case e.Rollback != nil:
 		msg += "; rollback also failed: " + e.Rollback.summary()
 	}
 	return msg
 }
 
-// Unwrap returns the setup failure followed by every rollback failure.
+// Unwrap returns the setup failure, then the context's error and
+// [ErrRollbackPending] while the rollback runs, or every rollback failure.
 func (e *SetupError) Unwrap() []error {
 	errs := []error{e.Err}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	if e.RollbackPending {
+		errs = append(errs, ErrRollbackPending)
+	}
 	if e.Rollback != nil {
 		errs = append(errs, e.Rollback.Unwrap()...)
 	}

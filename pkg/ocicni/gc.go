@@ -37,9 +37,6 @@ import (
 // (a plugin's GC would otherwise release a pod that is being set up), and
 // it never modifies validPods.
 func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
-	if m.closed.Load() {
-		return ErrShutdown
-	}
 	if err := m.gate.lock(ctx); err != nil {
 		return fmt.Errorf("ocicni: waiting to GC: %w", err)
 	}

@@ -37,11 +37,11 @@ type Manager struct {
 	loader *loader
 	nets   atomic.Pointer[networkSet]
 
-	ctx      context.Context // cancelled by Shutdown; owns the watcher
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	shutdown sync.Once
-	closed   atomic.Bool
+	ctx       context.Context // cancelled by Shutdown; owns the watcher
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the watcher
+	rollbacks *inflight      // background rollbacks (see SetupError)
+	shutdown  sync.Once
 }
 
 var _ CNIPlugin = (*Manager)(nil)
@@ -70,6 +70,8 @@ func New(opts ...Option) (*Manager, error) {
 		cache: cache.New(o.cacheDir),
 		gate:  newGate(),
 		pods:  newPodLocks(),
+
+		rollbacks: newInflight(),
 	}
 	m.cniNoCache = libcni.NewCNIConfigWithCacheDir(o.binDirs, filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
 	m.loader = newLoader(&m.opts, exec, m.log)
@@ -181,12 +183,14 @@ func (m *Manager) Skipped() []*ConfigError {
 	return append([]*ConfigError(nil), m.snapshot().skipped...)
 }
 
-// Shutdown stops the watcher and waits for it. It is safe to call twice.
+// Shutdown stops the config watcher and waits for it and for background
+// rollbacks (each bounded by [WithRollbackTimeout]). As in cri-o/ocicni,
+// the manager keeps serving every method afterwards, like a manager
+// created [WithoutWatcher]: a request for a network that is not loaded
+// reloads the conf dir. It is safe to call more than once.
 func (m *Manager) Shutdown() error {
-	m.shutdown.Do(func() {
-		m.closed.Store(true)
-		m.cancel()
-	})
+	m.shutdown.Do(m.cancel)
 	m.wg.Wait()
+	m.rollbacks.wait()
 	return nil
 }

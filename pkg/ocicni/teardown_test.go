@@ -188,6 +188,8 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 	defer cancel()
 	_, err := m.SetUpPodWithContext(ctx, pod)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, ErrRollbackPending)
+	m.rollbacks.wait()
 	assert.Equal(t, []string{"slow", "good"}, e.callNetworks("DEL"))
 	e.assertClean(pod, "good")
 }
