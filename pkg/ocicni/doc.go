@@ -23,8 +23,10 @@
 //
 // The default network is the one named with [WithDefaultNetwork];
 // otherwise it is the first valid file's network, and it follows the
-// directory. [Manager.Shutdown] stops the watcher, waits for it, and may be
-// called twice.
+// directory. [Manager.Shutdown] stops the watcher and waits for it and for
+// background rollbacks; it may be called twice. As in cri-o/ocicni, every
+// method keeps working afterwards, as for a manager created
+// [WithoutWatcher].
 //
 // A reload builds a new network set off to the side and swaps it in
 // atomically, so an operation never sees half a reload. It re-parses only
@@ -53,8 +55,14 @@
 //
 // When network k fails ADD, the manager runs DEL for network k and then
 // for networks k-1 ... 0, best effort, under its own timeout
-// ([WithRollbackTimeout]) even when the caller's context has expired, and
-// returns a [SetupError] holding the ADD error and any rollback failures.
+// ([WithRollbackTimeout]), and returns a [SetupError] holding the ADD
+// error and any rollback failures. When the caller's context has ended,
+// the call returns at once instead: the SetupError matches the context's
+// error and [ErrRollbackPending], and the rollback finishes in the
+// background, holding the sandbox's lock, so that the next operation on
+// the sandbox waits for it. [Manager.ForgetPodCache] drops a sandbox's
+// cache entries on purpose, recording their attachments first so that GC
+// still deletes them.
 //
 // # Plugin processes
 //
