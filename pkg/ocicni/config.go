@@ -2,13 +2,11 @@ package ocicni
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -94,6 +92,10 @@ type parsedFile struct {
 	// lastGood is the file's last valid parse, kept while the file is
 	// invalid (for example half-written by a non-atomic writer).
 	lastGood *libcni.NetworkConfigList
+	// subDir is the list's plugin sub-folder ("" when none is read), and
+	// subSkipped the files there that were not read.
+	subDir     string
+	subSkipped []*ConfigError
 }
 
 // freshWindow is how recently a file may have changed for its parse not
@@ -157,7 +159,7 @@ func (l *loader) load(ctx context.Context) (*networkSet, error) {
 		seen[path] = true
 		prev := l.files[path]
 		pf := prev
-		if pf == nil || pf.stamp != stampOf(fi) || time.Since(fi.ModTime()) < freshWindow {
+		if pf == nil || pf.stamp != stampOf(fi) || time.Since(fi.ModTime()) < freshWindow || subDirExists(pf.subDir) {
 			pf = parseFile(path, stampOf(fi))
 			if pf.err != nil && prev != nil && errors.Is(pf.err, ErrInvalidConfig) {
 				pf.lastGood = prev.list
@@ -167,6 +169,7 @@ func (l *loader) load(ctx context.Context) (*networkSet, error) {
 			}
 			l.files[path] = pf
 		}
+		set.skipped = append(set.skipped, pf.subSkipped...)
 		list := pf.list
 		if pf.err != nil {
 			if errors.Is(pf.err, fs.ErrNotExist) {
@@ -207,104 +210,6 @@ func (l *loader) load(ctx context.Context) (*networkSet, error) {
 		set.defaultName = l.fixed
 	}
 	return set, nil
-}
-
-// parseFile reads one config file into a network list.
-func parseFile(path string, stamp fileStamp) *parsedFile {
-	pf := &parsedFile{stamp: stamp}
-	fail := func(network string, err error) *parsedFile {
-		pf.err = &ConfigError{File: path, Network: network, Err: err}
-		return pf
-	}
-	var list *libcni.NetworkConfigList
-	if strings.HasSuffix(path, ".conflist") {
-		l, err := libcni.NetworkConfFromFile(path)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fail("", err)
-			}
-			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-		}
-		list = l
-	} else {
-		conf, err := libcni.ConfFromFile(path) //nolint:staticcheck // .conf/.json files are part of the contract
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fail("", err)
-			}
-			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-		}
-		if list, err = pluginConfToList(conf); err != nil {
-			return fail(conf.Network.Name, err)
-		}
-	}
-	switch {
-	case list.Name == "":
-		return fail("", fmt.Errorf("%w: no network name", ErrInvalidConfig))
-	case len(list.Plugins) == 0:
-		return fail(list.Name, fmt.Errorf("%w: no plugins", ErrInvalidConfig))
-	}
-	if err := checkName("network name", list.Name); err != nil {
-		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-	}
-	if list.CNIVersion != "" {
-		if _, _, _, err := version.ParseVersion(list.CNIVersion); err != nil {
-			return fail(list.Name, fmt.Errorf("%w: cniVersion: %w", ErrInvalidConfig, err))
-		}
-	}
-	for i, p := range list.Plugins {
-		if p.Network.Type == "" {
-			return fail(list.Name, fmt.Errorf("%w: plugin %d has no type", ErrInvalidConfig, i))
-		}
-	}
-	pf.list = list
-	return pf
-}
-
-// pluginConfToList turns a single-plugin config (a .conf or .json file, or
-// the cache entry of an older libcni user) into a one-plugin list.
-func pluginConfToList(conf *libcni.PluginConfig) (*libcni.NetworkConfigList, error) {
-	if conf.Network.Type == "" {
-		return nil, fmt.Errorf("%w: no plugin \"type\" (is this a .conflist?)", ErrInvalidConfig)
-	}
-	list, err := libcni.ConfListFromConf(conf) //nolint:staticcheck // .conf/.json files are part of the contract
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return list, nil
-}
-
-// peekName extracts a network name from a file that failed to parse, so
-// that a request for that network can say why it is missing.
-func peekName(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	var v struct {
-		Name string `json:"name"`
-	}
-	if json.Unmarshal(b, &v) != nil {
-		return ""
-	}
-	return v.Name
-}
-
-// policyFromBytes reads the per-network teardown policy key.
-func policyFromBytes(b []byte) (TeardownPolicy, error) {
-	var v map[string]json.RawMessage
-	if err := json.Unmarshal(b, &v); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	raw, ok := v[TeardownPolicyKey]
-	if !ok {
-		return "", nil
-	}
-	var p TeardownPolicy
-	if err := json.Unmarshal(raw, &p); err != nil || !p.valid() {
-		return "", fmt.Errorf("%w: %s must be %q or %q, got %s", ErrInvalidConfig, TeardownPolicyKey, Strict, Tolerant, raw)
-	}
-	return p, nil
 }
 
 // validate checks that every plugin binary exists and supports the list's

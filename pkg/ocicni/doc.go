@@ -21,6 +21,17 @@
 // for its network fails with a [NetworkNotFoundError] that carries the
 // reason. When two files declare one network, the first in name order wins.
 //
+// As in libcni, a ".conflist" that does not set loadOnlyInlinedPlugins gets
+// the plugin configs of the ".conf" files in the sub-folder named after its
+// network appended to its plugins, in file name order.
+//
+// The conf dir is not trusted. Only regular files, or symlinks to them, of
+// at most [MaxConfigFileSize] bytes are read, and a FIFO never blocks a
+// read: anything else is skipped with a [ConfigError] that wraps
+// [ErrInvalidConfig] and [ErrNotRegularFile] or [ErrFileTooLarge] (a
+// non-regular file in a network's sub-folder is skipped alone; its network
+// still loads).
+//
 // The default network is the one named with [WithDefaultNetwork];
 // otherwise it is the first valid file's network, and it follows the
 // directory. [Manager.Shutdown] stops the watcher, waits for it, and may be

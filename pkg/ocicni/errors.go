@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -24,6 +26,11 @@ var (
 	// ErrUnsupportedVersion means a plugin does not support the
 	// configuration's cniVersion.
 	ErrUnsupportedVersion = errors.New("ocicni: plugin does not support the config version")
+	// ErrNotRegularFile marks a config file that is not a regular file (a
+	// FIFO, a device, a socket, a directory), so it is not read.
+	ErrNotRegularFile = fsutil.ErrNotRegular
+	// ErrFileTooLarge marks a config file larger than [MaxConfigFileSize].
+	ErrFileTooLarge = fsutil.ErrTooLarge
 	// ErrShutdown is returned by operations after [Manager.Shutdown].
 	ErrShutdown = errors.New("ocicni: manager is shut down")
 	// ErrNoConfig means an attachment has neither a loaded config nor a
@@ -55,7 +62,9 @@ func invalidArg(field, value, reason string) error {
 }
 
 // ConfigError explains why a configuration file was skipped. Err wraps
-// one of ErrInvalidConfig, ErrPluginNotFound or ErrUnsupportedVersion.
+// one of [ErrInvalidConfig], [ErrPluginNotFound] or [ErrUnsupportedVersion].
+// A file that could not be read safely wraps ErrInvalidConfig and
+// [ErrNotRegularFile] or [ErrFileTooLarge].
 type ConfigError struct {
 	File    string
 	Network string // empty when the file could not be parsed far enough

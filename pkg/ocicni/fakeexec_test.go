@@ -94,3 +94,26 @@ func conflist(name, version string, types ...string) string {
 	}
 	return fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[%s]}`, version, name, strings.Join(plugins, ","))
 }
+
+// pluginTypes returns the plugin types of a loaded network, nil if absent.
+func pluginTypes(m *Manager, name string) []string {
+	n := m.snapshot().byName[name]
+	if n == nil {
+		return nil
+	}
+	types := make([]string, 0, len(n.list.Plugins))
+	for _, p := range n.list.Plugins {
+		types = append(types, p.Network.Type)
+	}
+	return types
+}
+
+// skippedFile returns the skip reason recorded for a file, nil if none.
+func skippedFile(m *Manager, path string) error {
+	for _, s := range m.Skipped() {
+		if s.File == path {
+			return s
+		}
+	}
+	return nil
+}
