@@ -10,9 +10,11 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // MaxConfigFileSize is the largest network configuration file the manager
@@ -52,7 +54,7 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		return fail("", fmt.Errorf("%w: no network name", ErrInvalidConfig))
 	}
 	// The name is checked before it becomes part of the sub-folder path.
-	if err := checkName("network name", list.Name); err != nil {
+	if err := validNetworkName(list.Name); err != nil {
 		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	if conflist && !list.LoadOnlyInlinedPlugins {
@@ -73,8 +75,8 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		}
 	}
 	for i, p := range list.Plugins {
-		if p.Network.Type == "" {
-			return fail(list.Name, fmt.Errorf("%w: plugin %d has no type", ErrInvalidConfig, i))
+		if err := validPluginType(p.Network.Type); err != nil {
+			return fail(list.Name, fmt.Errorf("%w: plugin %d: %w", ErrInvalidConfig, i, err))
 		}
 	}
 	pf.list = list
@@ -138,6 +140,33 @@ func subDirExists(dir string) bool {
 	}
 	_, err := os.Stat(dir)
 	return err == nil
+}
+
+// validNetworkName rejects names that would escape a file path (the
+// checks of a request's network name) and names that libcni's ADD would
+// reject.
+func validNetworkName(name string) error {
+	if err := cache.ValidateName("network name", name); err != nil {
+		return err
+	}
+	if cerr := utils.ValidateNetworkName(name); cerr != nil {
+		return fmt.Errorf("network name %q: %w", name, cerr)
+	}
+	return nil
+}
+
+// validPluginType rejects plugin types that would find a binary outside
+// the bin dirs.
+func validPluginType(typ string) error {
+	switch {
+	case typ == "":
+		return errors.New("no type")
+	case typ == "." || typ == "..":
+		return fmt.Errorf("type %q is not a file name", typ)
+	case strings.ContainsAny(typ, `/\`):
+		return fmt.Errorf("type %q contains a path separator", typ)
+	}
+	return nil
 }
 
 // pluginConfToList turns a single-plugin config (a .conf or .json file, or

@@ -292,3 +292,40 @@ func TestReloadSeesSubFolderChanges(t *testing.T) {
 	m.reload(context.Background())
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"))
 }
+
+func TestLoadRejectsNamesAndTypesLibcniWouldNot(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+	}{
+		{"name with a leading dash", conflist("-net", "1.0.0", "good")},
+		{"name with a space", conflist("my net", "1.0.0", "good")},
+		{"name with a colon", conflist("a:b", "1.0.0", "good")},
+		{"name with a slash", conflist("a/b", "1.0.0", "good")},
+		{"name escaping the conf dir", conflist("../x", "1.0.0", "good")},
+		{"name dot", conflist(".", "1.0.0", "good")},
+		{"name with dot-dot", conflist("a..b", "1.0.0", "good")},
+		{"type escaping the bin dir", conflist("net", "1.0.0", "../escape")},
+		{"absolute type", conflist("net", "1.0.0", "/bin/true")},
+		{"type dot-dot", conflist("net", "1.0.0", "..")},
+		{"type dot", conflist("net", "1.0.0", ".")},
+		{"type with a backslash", conflist("net", "1.0.0", `a\b`)},
+		{"second plugin's type escaping", conflist("net", "1.0.0", "good", "../escape")},
+		{"conf file type escaping", `{"cniVersion":"1.0.0","name":"net","type":"../escape"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newLoaderEnv(t)
+			// A binary outside the bin dir that "../escape" would reach.
+			installPlugin(t, e.root, "escape")
+			ext := ".conflist"
+			if !strings.Contains(tt.content, `"plugins"`) {
+				ext = ".conf"
+			}
+			path := writeConf(t, e.confDir, "10-net"+ext, tt.content)
+			m := e.manager(t)
+			assert.Empty(t, m.Networks())
+			assert.ErrorIs(t, skippedFile(m, path), ErrInvalidConfig)
+		})
+	}
+}
