@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -66,23 +65,6 @@ func (s *networkSet) notFound(name, confDir string) error {
 		}
 	}
 	return e
-}
-
-// fileStamp identifies one version of a file without reading it.
-type fileStamp struct {
-	size  int64
-	mtime int64
-	ctime int64
-	ino   uint64
-}
-
-func stampOf(fi fs.FileInfo) fileStamp {
-	s := fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = st.Ino
-		s.ctime = st.Ctim.Nano()
-	}
-	return s
 }
 
 type parsedFile struct {
