@@ -26,6 +26,12 @@ var (
 	// ErrUnsupportedVersion means a plugin does not support the
 	// configuration's cniVersion.
 	ErrUnsupportedVersion = errors.New("ocicni: plugin does not support the config version")
+	// ErrVersionFailed means a plugin binary failed to answer VERSION, or
+	// did not answer in time. It is not asked again until it changes.
+	ErrVersionFailed = errors.New("ocicni: plugin VERSION failed")
+	// ErrVersionPending means a plugin binary has not answered VERSION
+	// yet; its network is loaded by the reload that follows the answer.
+	ErrVersionPending = errors.New("ocicni: plugin VERSION has not answered yet")
 	// ErrNotRegularFile marks a config file that is not a regular file (a
 	// FIFO, a device, a socket, a directory), so it is not read.
 	ErrNotRegularFile = fsutil.ErrNotRegular
@@ -62,9 +68,10 @@ func invalidArg(field, value, reason string) error {
 }
 
 // ConfigError explains why a configuration file was skipped. Err wraps
-// one of [ErrInvalidConfig], [ErrPluginNotFound] or [ErrUnsupportedVersion].
-// A file that could not be read safely wraps ErrInvalidConfig and
-// [ErrNotRegularFile] or [ErrFileTooLarge].
+// one of [ErrInvalidConfig], [ErrPluginNotFound], [ErrUnsupportedVersion],
+// [ErrVersionFailed] or [ErrVersionPending]. A file that could not be read
+// safely wraps ErrInvalidConfig and [ErrNotRegularFile] or
+// [ErrFileTooLarge].
 type ConfigError struct {
 	File    string
 	Network string // empty when the file could not be parsed far enough

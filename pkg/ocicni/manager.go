@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -24,14 +25,17 @@ type Manager struct {
 	cache *cache.Cache
 
 	// Lock order: gate (shared by pod operations, exclusive for GC), then
-	// the pod's lock in pods, then loader.mu (reloads only). nets is an
-	// atomic pointer read without locks, so Status and new pods never wait
-	// for a reload, and no lock that another pod or Status needs is held
-	// while a plugin runs.
-	gate   *gate
-	pods   *podLocks
-	loader *loader
-	nets   atomic.Pointer[networkSet]
+	// the pod's lock in pods. Pod operations never take the loader's lock:
+	// a missing network makes them ask reloads for a reload and wait for it
+	// with their context. The loader's lock comes before reloads.mu. nets
+	// is an atomic pointer read without locks, so Status and new pods
+	// never wait for a reload, and no lock that another pod or Status
+	// needs is held while a plugin runs.
+	gate    *gate
+	pods    *podLocks
+	loader  *loader
+	nets    atomic.Pointer[networkSet] // swapped only by publish
+	reloads reloader
 
 	ctx      context.Context // cancelled by Shutdown; owns the watcher
 	cancel   context.CancelFunc
@@ -67,9 +71,11 @@ func New(opts ...Option) (*Manager, error) {
 		gate:  newGate(),
 		pods:  newPodLocks(),
 	}
-	m.loader = newLoader(&m.opts, exec, m.log)
 	m.nets.Store(&networkSet{byName: map[string]*network{}, defaultName: o.defaultNet})
+	m.reloads.changed = make(chan struct{})
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	versions := newVersionCache(m.ctx, exec, o.versionTimeout, func() { m.requestReload() })
+	m.loader = newLoader(&m.opts, exec, m.log, versions, m.publish)
 
 	// Watches go in before the first load, so that a file written between
 	// the two is not missed.
@@ -78,6 +84,7 @@ func New(opts ...Option) (*Manager, error) {
 		var err error
 		if w, err = newWatcher(m); err != nil {
 			m.cancel()
+			versions.close()
 			return nil, err
 		}
 	}
@@ -89,17 +96,26 @@ func New(opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// reload rebuilds the network set and swaps it in. On an unreadable conf
-// dir the previous set stays.
+// reload rebuilds the network set and publishes it, and returns the
+// current set. ctx bounds the wait for the loader's lock and for VERSION
+// answers. On an unreadable conf dir the previous set stays.
 func (m *Manager) reload(ctx context.Context) *networkSet {
-	set, err := m.loader.load(ctx)
-	if err != nil {
-		m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
-		return m.nets.Load()
+	if err := m.loader.load(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
+		} else {
+			m.log.WithError(err).Debug("CNI config reload abandoned")
+		}
 	}
+	return m.nets.Load()
+}
+
+// publish swaps in a new set. The loader calls it with its lock held, so
+// sets are published in the order in which the conf dir was read.
+func (m *Manager) publish(set *networkSet) {
 	old := m.nets.Swap(set)
 	m.logChanges(old, set)
-	return set
+	m.reloads.broadcast()
 }
 
 func (m *Manager) logChanges(old, set *networkSet) {
@@ -137,7 +153,7 @@ func containsSkip(list []*ConfigError, e *ConfigError) bool {
 }
 
 func skipKind(e *ConfigError) error {
-	for _, kind := range []error{ErrInvalidConfig, ErrPluginNotFound, ErrUnsupportedVersion} {
+	for _, kind := range []error{ErrInvalidConfig, ErrPluginNotFound, ErrUnsupportedVersion, ErrVersionFailed, ErrVersionPending} {
 		if errors.Is(e, kind) {
 			return kind
 		}
@@ -148,17 +164,32 @@ func skipKind(e *ConfigError) error {
 // snapshot returns the current network set.
 func (m *Manager) snapshot() *networkSet { return m.nets.Load() }
 
-// lookup finds a network by name, reloading once when it is missing, in
-// case a file arrived that the watcher has not reported yet.
+// lookup finds a network by name. When it is missing, it asks for a
+// reload, in case a file arrived that the watcher has not reported yet,
+// and waits for it; while the network waits only for a plugin's VERSION
+// answer, it waits for the reload that follows the answer. The reload runs
+// under the manager's context; ctx bounds only this caller's wait.
 func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
 	if n := set.byName[name]; n != nil {
 		return n, set, nil
 	}
-	set = m.reload(ctx)
-	if n := set.byName[name]; n != nil {
-		return n, set, nil
+	wait := m.requestReload()
+	for {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			set = m.snapshot()
+			return nil, set, fmt.Errorf("%w (gave up waiting for a reload: %w)", set.notFound(name, m.opts.confDir), ctx.Err())
+		}
+		wait = m.reloads.next() // taken before the set, so no publication is missed
+		set = m.snapshot()
+		if n := set.byName[name]; n != nil {
+			return n, set, nil
+		}
+		if !set.pending(name) || m.closed.Load() {
+			return nil, set, set.notFound(name, m.opts.confDir)
+		}
 	}
-	return nil, set, set.notFound(name, m.opts.confDir)
 }
 
 // Name returns [CNIPluginName].
@@ -176,12 +207,16 @@ func (m *Manager) Skipped() []*ConfigError {
 	return append([]*ConfigError(nil), m.snapshot().skipped...)
 }
 
-// Shutdown stops the watcher and waits for it. It is safe to call twice.
+// Shutdown stops the watcher and the reloads, and waits for them and for
+// the plugin VERSION calls that are running (each ends within its timeout,
+// once the exec gives up on its plugin). It is safe to call twice.
 func (m *Manager) Shutdown() error {
 	m.shutdown.Do(func() {
-		m.closed.Store(true)
+		m.closed.Store(true) // before waking the lookups that check it
+		m.reloads.close()
 		m.cancel()
 	})
 	m.wg.Wait()
+	m.loader.versions.close()
 	return nil
 }

@@ -43,6 +43,8 @@ type options struct {
 	policy          TeardownPolicy
 	rollbackTimeout time.Duration
 	debounce        time.Duration
+	versionWait     time.Duration // see versionWait; tests shorten it
+	versionTimeout  time.Duration // see versionTimeout; tests shorten it
 }
 
 func defaultOptions() options {
@@ -53,6 +55,8 @@ func defaultOptions() options {
 		policy:          Strict,
 		rollbackTimeout: time.Minute,
 		debounce:        100 * time.Millisecond,
+		versionWait:     versionWait,
+		versionTimeout:  versionTimeout,
 	}
 }
 
