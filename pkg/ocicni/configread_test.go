@@ -40,10 +40,34 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 // does not return within d.
 func (e *loaderEnv) managerWithin(t *testing.T, d time.Duration, opts ...Option) *Manager {
 	t.Helper()
-	var m *Manager
-	within(t, d, "New", func() { m = e.manager(t, opts...) })
-	require.NotNil(t, m)
+	m, err := newWithin(t, d, e.options(t, opts...)...)
+	require.NoError(t, err)
 	return m
+}
+
+// newWithin runs New in a goroutine and fails the test if it has not
+// returned after d. It shuts the manager down at cleanup.
+func newWithin(t *testing.T, d time.Duration, opts ...Option) (*Manager, error) {
+	t.Helper()
+	type started struct {
+		m   *Manager
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		m, err := New(opts...)
+		done <- started{m, err}
+	}()
+	select {
+	case s := <-done:
+		if s.err == nil {
+			t.Cleanup(func() { assert.NoError(t, s.m.Shutdown()) })
+		}
+		return s.m, s.err
+	case <-time.After(d):
+		require.FailNow(t, "New did not return in time", "after %v", d)
+		return nil, nil
+	}
 }
 
 // mkfifo makes a FIFO at path. So that a failed test can finish, cleanup

@@ -41,6 +41,7 @@ var fuzzExtensions = []string{".conflist", ".conf", ".json"}
 // sub-folder of the network "fuzz", loads them twice, and checks the
 // loader's invariants.
 func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
+	t.Helper()
 	root := t.TempDir()
 	confDir, binDir := filepath.Join(root, "net.d"), filepath.Join(root, "bin")
 	for _, d := range []string{confDir, binDir, filepath.Join(confDir, "fuzz")} {

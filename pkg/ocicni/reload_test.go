@@ -30,9 +30,10 @@ func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	pod := testPod(t, "slow")
 	errc := make(chan error, 1)
 	go func() {
-		_, err := m.SetUpPodWithContext(ctx, testPod(t, "slow"))
+		_, err := m.SetUpPodWithContext(ctx, pod)
 		errc <- err
 	}()
 	g.waitEntered(t, "slow")
@@ -64,8 +65,9 @@ func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	writeConf(t, e.confDir, "10-hang.conflist", conflist("hang", "1.0.0", "hang"))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
+	pod := testPod(t, "hang")
 	var err error
-	within(t, loadBound, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, testPod(t, "hang")) })
+	within(t, loadBound, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorIs(t, err, ErrNetworkNotFound)
 

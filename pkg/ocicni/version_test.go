@@ -96,12 +96,20 @@ func TestVersionCallsOfDistinctBinariesRunConcurrently(t *testing.T) {
 	g := newGatedExec(e.exec, false, "a", "b")
 	t.Cleanup(g.openAll) // runs after the test fails, if it does
 
-	done := make(chan *Manager, 1)
-	go func() { done <- e.manager(t, WithExec(g), withVersionWait(longWait)) }()
+	opts := e.options(t, WithExec(g), withVersionWait(longWait))
+	started := make(chan struct{})
+	var m *Manager
+	var err error
+	go func() {
+		defer close(started)
+		m, err = New(opts...)
+	}()
 	g.waitEntered(t, "a", "b") // both are running: neither waits for the other
 	g.openAll()
 	select {
-	case m := <-done:
+	case <-started:
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
 		assert.Equal(t, []string{"a", "b"}, m.Networks())
 	case <-time.After(loadBound):
 		require.FailNow(t, "New did not return")
