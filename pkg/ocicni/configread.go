@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/utils"
@@ -142,12 +143,21 @@ func subDirExists(dir string) bool {
 	return err == nil
 }
 
+// maxNetworkNameLen bounds a network name, so that libcni's cache file
+// name "<network>-<container ID>-<ifname>" fits in a file name (255 bytes)
+// for container IDs of up to 128 bytes. libcni's ADD fails on a longer
+// one only after its plugins ran, when it writes the cache.
+const maxNetworkNameLen = 100
+
 // validNetworkName rejects names that would escape a file path (the
 // checks of a request's network name) and names that libcni's ADD would
 // reject.
 func validNetworkName(name string) error {
 	if err := cache.ValidateName("network name", name); err != nil {
 		return err
+	}
+	if len(name) > maxNetworkNameLen {
+		return fmt.Errorf("network name is %d bytes long, more than %d", len(name), maxNetworkNameLen)
 	}
 	if cerr := utils.ValidateNetworkName(name); cerr != nil {
 		return fmt.Errorf("network name %q: %w", name, cerr)
@@ -156,7 +166,7 @@ func validNetworkName(name string) error {
 }
 
 // validPluginType rejects plugin types that would find a binary outside
-// the bin dirs.
+// the bin dirs, and types no binary can be named after.
 func validPluginType(typ string) error {
 	switch {
 	case typ == "":
@@ -165,6 +175,8 @@ func validPluginType(typ string) error {
 		return fmt.Errorf("type %q is not a file name", typ)
 	case strings.ContainsAny(typ, `/\`):
 		return fmt.Errorf("type %q contains a path separator", typ)
+	case strings.ContainsFunc(typ, unicode.IsControl):
+		return fmt.Errorf("type %q contains a control character", typ)
 	}
 	return nil
 }

@@ -32,9 +32,9 @@
 // non-regular file in a network's sub-folder is skipped alone; its network
 // still loads). A network name must pass the checks of a requested
 // network's name and libcni's own (letters, digits, "_", "." and "-",
-// starting with a letter or digit, no ".."), and a plugin type must be a
-// plain file name (no slash or backslash, not "." or ".."), or the file is
-// skipped as invalid.
+// starting with a letter or digit, no "..", at most 100 bytes), and a
+// plugin type must be a plain file name (no slash, backslash or control
+// character, not "." or ".."), or the file is skipped as invalid.
 //
 // The default network is the one named with [WithDefaultNetwork];
 // otherwise it is the first valid file's network, and it follows the

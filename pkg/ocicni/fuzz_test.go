@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
@@ -115,12 +116,16 @@ func checkSet(t *testing.T, set *networkSet, files []string, hook *test.Hook) {
 		if err := utils.ValidateNetworkName(name); err != nil {
 			t.Fatalf("loaded network name fails libcni's validation: %v", err)
 		}
+		if len(name) > maxNetworkNameLen {
+			t.Fatalf("loaded network name is %d bytes long", len(name))
+		}
 		if len(n.list.Plugins) == 0 {
 			t.Fatalf("network %q has no plugins", name)
 		}
 		for _, p := range n.list.Plugins {
 			typ := p.Network.Type
-			if typ == "" || typ == "." || typ == ".." || strings.ContainsAny(typ, `/\`) {
+			if typ == "" || typ == "." || typ == ".." || strings.ContainsAny(typ, `/\`) ||
+				strings.ContainsFunc(typ, unicode.IsControl) {
 				t.Fatalf("network %q has plugin type %q", name, typ)
 			}
 		}
