@@ -2,28 +2,20 @@ package ocicni
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/containernetworking/cni/pkg/version"
 	"github.com/sirupsen/logrus"
 )
 
 // confExtensions are the file types read from the conf dir.
 var confExtensions = []string{".conf", ".conflist", ".json"}
-
-// versionTimeout bounds one plugin VERSION call during a reload.
-const versionTimeout = 10 * time.Second
 
 // network is one loaded, validated network.
 type network struct {
@@ -70,21 +62,18 @@ func (s *networkSet) notFound(name, confDir string) error {
 	return e
 }
 
-// fileStamp identifies one version of a file without reading it.
-type fileStamp struct {
-	size  int64
-	mtime int64
-	ctime int64
-	ino   uint64
-}
-
-func stampOf(fi fs.FileInfo) fileStamp {
-	s := fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = st.Ino
-		s.ctime = st.Ctim.Nano()
+// pending reports whether name is missing only because a plugin has not
+// answered VERSION yet.
+func (s *networkSet) pending(name string) bool {
+	if s.byName[name] != nil {
+		return false
 	}
-	return s
+	for _, sk := range s.skipped {
+		if sk.Network == name && errors.Is(sk, ErrVersionPending) {
+			return true
+		}
+	}
+	return false
 }
 
 type parsedFile struct {
@@ -94,6 +83,10 @@ type parsedFile struct {
 	// lastGood is the file's last valid parse, kept while the file is
 	// invalid (for example half-written by a non-atomic writer).
 	lastGood *libcni.NetworkConfigList
+	// subDir is the list's plugin sub-folder ("" when none is read), and
+	// subSkipped the files there that were not read.
+	subDir     string
+	subSkipped []*ConfigError
 }
 
 // freshWindow is how recently a file may have changed for its parse not
@@ -101,100 +94,158 @@ type parsedFile struct {
 // timestamp tick would otherwise look unchanged.
 const freshWindow = 2 * time.Second
 
-// versionEntry is a plugin binary's VERSION answer and the stamp of the
-// binary that gave it.
-type versionEntry struct {
-	stamp fileStamp
-	info  version.PluginInfo
-}
-
 // loader reads the conf dir. It remembers parsed files and plugin VERSION
 // answers, so a reload costs in proportion to what changed.
+//
+// A load reads and parses the files with the lock held, waits for the
+// VERSION answers of their plugins without it, and takes it again to
+// publish the new set, unless a load that read the conf dir later has
+// published already. So no lock is held while a plugin runs, and a slow
+// load never overwrites a newer set.
 type loader struct {
-	confDir string
-	binDirs []string
-	fixed   string // the default network's fixed name, if any
-	exec    invoke.Exec
-	log     *logrus.Entry
+	confDir  string
+	binDirs  []string
+	fixed    string // the default network's fixed name, if any
+	exec     invoke.Exec
+	log      *logrus.Entry
+	wait     time.Duration // how long a load waits for VERSION answers
+	versions *versionCache
+	publish  func(*networkSet) // called with the lock held
 
-	mu       sync.Mutex // serializes reloads; guards files and versions
-	files    map[string]*parsedFile
-	versions map[string]versionEntry // by binary path
+	// lock is a 1-slot semaphore, so that waiting for it respects the
+	// context. It guards the fields below. Lock order: the loader's lock,
+	// then versionCache.mu, then the manager's reloader.mu (in publish).
+	lock      chan struct{}
+	files     map[string]*parsedFile
+	gen       uint64      // loads that have read the conf dir
+	published uint64      // gen of the load that published last
+	last      *networkSet // the set published last
 }
 
-func newLoader(o *options, exec invoke.Exec, log *logrus.Entry) *loader {
+func newLoader(o *options, exec invoke.Exec, log *logrus.Entry, versions *versionCache, publish func(*networkSet)) *loader {
 	return &loader{
 		confDir:  o.confDir,
 		binDirs:  o.binDirs,
 		fixed:    o.defaultNet,
 		exec:     exec,
 		log:      log,
+		wait:     o.versionWait,
+		versions: versions,
+		publish:  publish,
+		lock:     make(chan struct{}, 1),
 		files:    make(map[string]*parsedFile),
-		versions: make(map[string]versionEntry),
+		last:     &networkSet{byName: map[string]*network{}},
 	}
 }
 
-// load builds a new network set from the conf dir. Invalid files are
-// skipped and recorded; an error is returned only if the dir is unreadable.
-func (l *loader) load(ctx context.Context) (*networkSet, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *loader) acquire(ctx context.Context) error {
+	select {
+	case l.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *loader) release() { <-l.lock }
+
+// scan is one read of the conf dir: the files in name order, and the
+// plugin binaries their lists use, by type.
+type scan struct {
+	gen   uint64
+	files []scannedFile
+	bins  map[string]*binary
+}
+
+type scannedFile struct {
+	path  string
+	list  *libcni.NetworkConfigList // the list to validate; nil when none
+	skips []*ConfigError
+}
+
+// binary is where a plugin type was found, and its VERSION call.
+type binary struct {
+	path    string
+	err     error
+	version *versionEntry // nil when not found
+}
+
+// load builds a new network set from the conf dir and publishes it.
+// Invalid files are skipped and recorded; an error is returned only if
+// the dir is unreadable or ctx ends first. ctx bounds the waits only:
+// VERSION calls run under the manager's context.
+func (l *loader) load(ctx context.Context) error {
+	s, err := l.scan(ctx)
+	if err != nil {
+		return err
+	}
+	waitFor := make([]*versionEntry, 0, len(s.bins))
+	for _, b := range s.bins {
+		if b.version != nil {
+			waitFor = append(waitFor, b.version)
+		}
+	}
+	if err := waitVersions(ctx, waitFor, l.wait); err != nil {
+		return err
+	}
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	if s.gen <= l.published {
+		return nil // a load that read the conf dir later has published
+	}
+	set := l.assemble(s)
+	l.published, l.last = s.gen, set
+	l.publish(set)
+	return nil
+}
+
+// scan lists and parses the conf dir, re-parsing only changed files, and
+// starts the VERSION calls of the plugins the files use.
+func (l *loader) scan(ctx context.Context) (*scan, error) {
+	if err := l.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer l.release()
 
 	paths, err := libcni.ConfFiles(l.confDir, confExtensions)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: reading conf dir %s: %w", l.confDir, err)
 	}
 	slices.Sort(paths)
-
-	set := &networkSet{byName: make(map[string]*network)}
+	l.gen++
+	s := &scan{gen: l.gen, bins: make(map[string]*binary)}
 	seen := make(map[string]bool, len(paths))
-	var firstValid string
 	for _, path := range paths {
 		fi, err := os.Stat(path)
 		if err != nil {
 			continue // removed since the listing
 		}
 		seen[path] = true
-		prev := l.files[path]
-		pf := prev
-		if pf == nil || pf.stamp != stampOf(fi) || time.Since(fi.ModTime()) < freshWindow {
-			pf = parseFile(path, stampOf(fi))
-			if pf.err != nil && prev != nil && errors.Is(pf.err, ErrInvalidConfig) {
-				pf.lastGood = prev.list
-				if pf.lastGood == nil {
-					pf.lastGood = prev.lastGood
-				}
-			}
-			l.files[path] = pf
-		}
-		list := pf.list
+		pf := l.parsed(path, fi)
+		f := scannedFile{path: path, list: pf.list, skips: slices.Clone(pf.subSkipped)}
 		if pf.err != nil {
 			if errors.Is(pf.err, fs.ErrNotExist) {
 				continue
 			}
-			set.skipped = append(set.skipped, pf.err)
-			if list = pf.lastGood; list == nil {
+			f.skips = append(f.skips, pf.err)
+			f.list = pf.lastGood
+		}
+		s.files = append(s.files, f)
+		if f.list == nil {
+			continue
+		}
+		for _, p := range f.list.Plugins {
+			typ := p.Network.Type
+			if s.bins[typ] != nil {
 				continue
 			}
-		}
-		if cerr := l.validate(ctx, path, list); cerr != nil {
-			set.skipped = append(set.skipped, cerr)
-			continue
-		}
-		name := list.Name
-		if prev, dup := set.byName[name]; dup {
-			l.log.WithFields(logrus.Fields{"network": name, "file": path, "loaded": prev.file}).
-				Warn("Ignoring duplicate network name; the first file in name order wins")
-			continue
-		}
-		policy, perr := policyFromBytes(list.Bytes)
-		if perr != nil {
-			set.skipped = append(set.skipped, &ConfigError{File: path, Network: name, Err: perr})
-			continue
-		}
-		set.byName[name] = &network{name: name, file: path, list: list, policy: policy}
-		if firstValid == "" {
-			firstValid = name
+			b := &binary{}
+			if b.path, b.err = l.exec.FindInPath(typ, l.binDirs); b.err == nil {
+				b.version = l.versions.get(b.path)
+			}
+			s.bins[typ] = b
 		}
 	}
 	for path := range l.files {
@@ -202,153 +253,103 @@ func (l *loader) load(ctx context.Context) (*networkSet, error) {
 			delete(l.files, path)
 		}
 	}
+	return s, nil
+}
+
+// parsed returns the parse of the file at path, from the cache when
+// neither the file nor its plugin sub-folder may have changed; l.lock must
+// be held.
+func (l *loader) parsed(path string, fi fs.FileInfo) *parsedFile {
+	prev := l.files[path]
+	stamp := stampOf(fi)
+	if prev != nil && prev.stamp == stamp && time.Since(fi.ModTime()) >= freshWindow && !subDirExists(prev.subDir) {
+		return prev
+	}
+	pf := parseFile(path, stamp)
+	if pf.err != nil && prev != nil && errors.Is(pf.err, ErrInvalidConfig) {
+		pf.lastGood = prev.list
+		if pf.lastGood == nil {
+			pf.lastGood = prev.lastGood
+		}
+	}
+	l.files[path] = pf
+	return pf
+}
+
+// assemble builds the network set from a scan whose VERSION calls have
+// answered or been waited for; l.lock must be held. A file whose plugins
+// have not answered yet keeps the network it had in the last set.
+func (l *loader) assemble(s *scan) *networkSet {
+	lastByFile := make(map[string]*network, len(l.last.byName))
+	for _, n := range l.last.byName {
+		lastByFile[n.file] = n
+	}
+	set := &networkSet{byName: make(map[string]*network)}
+	var firstValid string
+	for _, f := range s.files {
+		set.skipped = append(set.skipped, f.skips...)
+		list := f.list
+		if list == nil {
+			continue
+		}
+		if cerr := l.validate(s, f.path, list); cerr != nil {
+			set.skipped = append(set.skipped, cerr)
+			last := lastByFile[f.path]
+			if !errors.Is(cerr, ErrVersionPending) || last == nil {
+				continue
+			}
+			list = last.list
+		}
+		name := list.Name
+		if prev, dup := set.byName[name]; dup {
+			l.log.WithFields(logrus.Fields{"network": name, "file": f.path, "loaded": prev.file}).
+				Warn("Ignoring duplicate network name; the first file in name order wins")
+			continue
+		}
+		policy, perr := policyFromBytes(list.Bytes)
+		if perr != nil {
+			set.skipped = append(set.skipped, &ConfigError{File: f.path, Network: name, Err: perr})
+			continue
+		}
+		set.byName[name] = &network{name: name, file: f.path, list: list, policy: policy}
+		if firstValid == "" {
+			firstValid = name
+		}
+	}
 	set.defaultName = firstValid
 	if l.fixed != "" {
 		set.defaultName = l.fixed
 	}
-	return set, nil
+	return set
 }
 
-// parseFile reads one config file into a network list.
-func parseFile(path string, stamp fileStamp) *parsedFile {
-	pf := &parsedFile{stamp: stamp}
-	fail := func(network string, err error) *parsedFile {
-		pf.err = &ConfigError{File: path, Network: network, Err: err}
-		return pf
-	}
-	var list *libcni.NetworkConfigList
-	if strings.HasSuffix(path, ".conflist") {
-		l, err := libcni.NetworkConfFromFile(path)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fail("", err)
-			}
-			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-		}
-		list = l
-	} else {
-		conf, err := libcni.ConfFromFile(path) //nolint:staticcheck // .conf/.json files are part of the contract
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fail("", err)
-			}
-			return fail(peekName(path), fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-		}
-		if list, err = pluginConfToList(conf); err != nil {
-			return fail(conf.Network.Name, err)
-		}
-	}
-	switch {
-	case list.Name == "":
-		return fail("", fmt.Errorf("%w: no network name", ErrInvalidConfig))
-	case len(list.Plugins) == 0:
-		return fail(list.Name, fmt.Errorf("%w: no plugins", ErrInvalidConfig))
-	}
-	if err := checkNetworkName(list.Name); err != nil {
-		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-	}
-	if list.CNIVersion != "" {
-		if _, _, _, err := version.ParseVersion(list.CNIVersion); err != nil {
-			return fail(list.Name, fmt.Errorf("%w: cniVersion: %w", ErrInvalidConfig, err))
-		}
-	}
-	for i, p := range list.Plugins {
-		if p.Network.Type == "" {
-			return fail(list.Name, fmt.Errorf("%w: plugin %d has no type", ErrInvalidConfig, i))
-		}
-	}
-	pf.list = list
-	return pf
-}
-
-// pluginConfToList turns a single-plugin config (a .conf or .json file, or
-// the cache entry of an older libcni user) into a one-plugin list.
-func pluginConfToList(conf *libcni.PluginConfig) (*libcni.NetworkConfigList, error) {
-	if conf.Network.Type == "" {
-		return nil, fmt.Errorf("%w: no plugin \"type\" (is this a .conflist?)", ErrInvalidConfig)
-	}
-	list, err := libcni.ConfListFromConf(conf) //nolint:staticcheck // .conf/.json files are part of the contract
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return list, nil
-}
-
-// peekName extracts a network name from a file that failed to parse, so
-// that a request for that network can say why it is missing.
-func peekName(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	var v struct {
-		Name string `json:"name"`
-	}
-	if json.Unmarshal(b, &v) != nil {
-		return ""
-	}
-	return v.Name
-}
-
-// policyFromBytes reads the per-network teardown policy key.
-func policyFromBytes(b []byte) (TeardownPolicy, error) {
-	var v map[string]json.RawMessage
-	if err := json.Unmarshal(b, &v); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	raw, ok := v[TeardownPolicyKey]
-	if !ok {
-		return "", nil
-	}
-	var p TeardownPolicy
-	if err := json.Unmarshal(raw, &p); err != nil || !p.valid() {
-		return "", fmt.Errorf("%w: %s must be %q or %q, got %s", ErrInvalidConfig, TeardownPolicyKey, Strict, Tolerant, raw)
-	}
-	return p, nil
-}
-
-// validate checks that every plugin binary exists and supports the list's
-// version. VERSION answers are remembered per binary path, size and times.
-func (l *loader) validate(ctx context.Context, file string, list *libcni.NetworkConfigList) *ConfigError {
+// validate checks that every plugin binary exists, has answered VERSION,
+// and supports the list's version.
+func (l *loader) validate(s *scan, file string, list *libcni.NetworkConfigList) *ConfigError {
 	want := list.CNIVersion
 	if want == "" {
 		want = "0.1.0"
 	}
 	for _, p := range list.Plugins {
-		path, err := l.exec.FindInPath(p.Network.Type, l.binDirs)
-		if err != nil {
-			return &ConfigError{File: file, Network: list.Name, Err: err}
+		typ := p.Network.Type
+		b := s.bins[typ] // scan resolved every type of every list it kept
+		if b.err != nil {
+			return &ConfigError{File: file, Network: list.Name, Err: b.err}
 		}
-		info, err := l.versionInfo(ctx, path)
-		if err != nil {
+		if !l.versions.abandon(b.version) {
 			return &ConfigError{File: file, Network: list.Name,
-				Err: fmt.Errorf("plugin %q: VERSION failed: %w", p.Network.Type, err)}
+				Err: fmt.Errorf("%w: plugin %q (%s) has not answered within %v; the network loads when it does",
+					ErrVersionPending, typ, b.path, l.wait)}
 		}
-		if !slices.Contains(info.SupportedVersions(), want) {
+		if err := b.version.err; err != nil {
+			return &ConfigError{File: file, Network: list.Name,
+				Err: fmt.Errorf("plugin %q (%s): %w", typ, b.path, err)}
+		}
+		if supported := b.version.info.SupportedVersions(); !slices.Contains(supported, want) {
 			return &ConfigError{File: file, Network: list.Name,
 				Err: fmt.Errorf("%w: plugin %q (%s) supports %v, config wants %q",
-					ErrUnsupportedVersion, p.Network.Type, path, info.SupportedVersions(), want)}
+					ErrUnsupportedVersion, typ, b.path, supported, want)}
 		}
 	}
 	return nil
-}
-
-// versionInfo returns a plugin's VERSION answer; l.mu must be held.
-func (l *loader) versionInfo(ctx context.Context, path string) (version.PluginInfo, error) {
-	fi, statErr := os.Stat(path) // fails for a faked exec's paths: then no caching
-	if statErr == nil {
-		if v, ok := l.versions[path]; ok && v.stamp == stampOf(fi) {
-			return v.info, nil
-		}
-	}
-	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	info, err := invoke.GetVersionInfo(vctx, path, l.exec)
-	if err != nil {
-		return nil, err
-	}
-	if statErr == nil {
-		l.versions[path] = versionEntry{stamp: stampOf(fi), info: info}
-	}
-	return info, nil
 }

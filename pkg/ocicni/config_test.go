@@ -38,6 +38,16 @@ func newLoaderEnv(t *testing.T) *loaderEnv {
 // earlier ones (withWatcher turns it back on).
 func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
 	t.Helper()
+	m, err := New(e.options(t, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
+	return m
+}
+
+// options returns the options manager uses, followed by opts, and points
+// e.log at the new logger.
+func (e *loaderEnv) options(t *testing.T, opts ...Option) []Option {
+	t.Helper()
 	logger, hook := test.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	e.log = hook
@@ -45,10 +55,7 @@ func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
 		WithConfDir(e.confDir), WithBinDirs(e.binDir), WithCacheDir(t.TempDir()),
 		WithExec(e.exec), WithoutWatcher(), WithLogger(logrus.NewEntry(logger)),
 	}
-	m, err := New(append(base, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
-	return m
+	return append(base, opts...)
 }
 
 func TestConfigSelection(t *testing.T) {

@@ -21,27 +21,60 @@
 // for its network fails with a [NetworkNotFoundError] that carries the
 // reason. When two files declare one network, the first in name order wins.
 //
+// As in libcni, a ".conflist" that does not set loadOnlyInlinedPlugins gets
+// the plugin configs of the ".conf" files in the sub-folder named after its
+// network appended to its plugins, in file name order.
+//
+// The conf dir is not trusted. Only regular files, or symlinks to them, of
+// at most [MaxConfigFileSize] bytes are read, and a FIFO never blocks a
+// read: anything else is skipped with a [ConfigError] that wraps
+// [ErrInvalidConfig] and [ErrNotRegularFile] or [ErrFileTooLarge] (a
+// non-regular file in a network's sub-folder is skipped alone; its network
+// still loads). A network name must pass the checks of a requested
+// network's name and libcni's own (letters, digits, "_", "." and "-",
+// starting with a letter or digit, no "..", at most 100 bytes), and a
+// plugin type must be a plain file name (no slash, backslash or control
+// character, not "." or ".."), or the file is skipped as invalid.
+//
 // The default network is the one named with [WithDefaultNetwork];
 // otherwise it is the first valid file's network, and it follows the
-// directory. [Manager.Shutdown] stops the watcher and waits for it and for
+// directory. [Manager.Shutdown] stops the watcher and waits for it, for
+// the reloads and plugin VERSION calls that are running, and for
 // background rollbacks; it may be called twice. As in cri-o/ocicni, every
 // method keeps working afterwards, as for a manager created
 // [WithoutWatcher].
 //
 // A reload builds a new network set off to the side and swaps it in
-// atomically, so an operation never sees half a reload. It re-parses only
-// files whose size or times changed, and runs a plugin's VERSION only when
-// that binary's path, size or times changed.
+// atomically, so an operation never sees half a reload; sets are swapped
+// in the order in which their reloads read the conf dir, so a slower
+// reload never overwrites a newer set. It re-parses only files whose size
+// or times changed, and runs a plugin's VERSION only when that binary's
+// path, size, times or inode changed: an answer and a failure (an error,
+// or no answer within 10s) are both remembered until then. The VERSION
+// calls of distinct binaries run concurrently, a few at a time, under the
+// manager's context. A reload waits for them for about a second; a network
+// whose plugins have not answered by then is reported as skipped with
+// [ErrVersionPending] (or keeps the config it had), and is loaded by the
+// reload that follows the answer, so one hung plugin does not hold up the
+// other networks.
 //
 // # Locking
 //
 // Operations on one sandbox (keyed by its ID) are serialized; operations on
 // different sandboxes run concurrently. The lock order is: the GC gate
 // (held shared by pod operations and exclusively by [Manager.GC]), then the
-// sandbox's lock, then the loader's reload lock. The network set is an
-// atomic pointer, so neither [Manager.Status] nor a new pod ever waits for
-// a reload or for another pod's plugins, and no lock that they need is held
-// while a plugin runs. Every lock wait respects the context.
+// sandbox's lock. The network set is an atomic pointer, so neither
+// [Manager.Status] nor a new pod ever waits for a reload or for another
+// pod's plugins, and no lock that they need is held while a plugin runs.
+// Every lock wait respects the context.
+//
+// A pod operation that names a network that is not loaded asks for a
+// reload and waits for it (and, while the network only waits for a VERSION
+// answer, for that answer) until its context ends. The reload itself runs
+// under the manager's context, so a caller that gives up does not make it
+// fail for everyone. The loader's lock (a context-aware semaphore) is held
+// only while the conf dir is read and while a new set is swapped in, never
+// while a plugin runs.
 //
 // # Setup
 //

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -24,6 +26,17 @@ var (
 	// ErrUnsupportedVersion means a plugin does not support the
 	// configuration's cniVersion.
 	ErrUnsupportedVersion = errors.New("ocicni: plugin does not support the config version")
+	// ErrVersionFailed means a plugin binary failed to answer VERSION, or
+	// did not answer in time. It is not asked again until it changes.
+	ErrVersionFailed = errors.New("ocicni: plugin VERSION failed")
+	// ErrVersionPending means a plugin binary has not answered VERSION
+	// yet; its network is loaded by the reload that follows the answer.
+	ErrVersionPending = errors.New("ocicni: plugin VERSION has not answered yet")
+	// ErrNotRegularFile marks a config file that is not a regular file (a
+	// FIFO, a device, a socket, a directory), so it is not read.
+	ErrNotRegularFile = fsutil.ErrNotRegular
+	// ErrFileTooLarge marks a config file larger than [MaxConfigFileSize].
+	ErrFileTooLarge = fsutil.ErrTooLarge
 	// ErrShutdown is kept for source compatibility with earlier versions
 	// of this package. No method returns it: after [Manager.Shutdown] the
 	// manager keeps serving, as cri-o/ocicni's does.
@@ -62,7 +75,10 @@ func invalidArg(field, value, reason string) error {
 }
 
 // ConfigError explains why a configuration file was skipped. Err wraps
-// one of ErrInvalidConfig, ErrPluginNotFound or ErrUnsupportedVersion.
+// one of [ErrInvalidConfig], [ErrPluginNotFound], [ErrUnsupportedVersion],
+// [ErrVersionFailed] or [ErrVersionPending]. A file that could not be read
+// safely wraps ErrInvalidConfig and [ErrNotRegularFile] or
+// [ErrFileTooLarge].
 type ConfigError struct {
 	File    string
 	Network string // empty when the file could not be parsed far enough

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -28,18 +29,22 @@ type Manager struct {
 	cache      *cache.Cache
 
 	// Lock order: gate (shared by pod operations, exclusive for GC), then
-	// the pod's lock in pods, then loader.mu (reloads only). nets is an
-	// atomic pointer read without locks, so Status and new pods never wait
-	// for a reload, and no lock that another pod or Status needs is held
-	// while a plugin runs.
-	gate   *gate
-	pods   *podLocks
-	loader *loader
-	nets   atomic.Pointer[networkSet]
+	// the pod's lock in pods. Pod operations never take the loader's lock:
+	// a missing network makes them ask reloads for a reload and wait for it
+	// with their context. The loader's lock comes before reloads.mu. nets
+	// is an atomic pointer read without locks, so Status and new pods
+	// never wait for a reload, and no lock that another pod or Status
+	// needs is held while a plugin runs.
+	gate    *gate
+	pods    *podLocks
+	loader  *loader
+	nets    atomic.Pointer[networkSet] // swapped only by publish
+	reloads reloader
 
 	ctx       context.Context // cancelled by Shutdown; owns the watcher
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the watcher
+	reloading *inflight      // reloads run by runReloads
 	rollbacks *inflight      // background rollbacks (see SetupError)
 	shutdown  sync.Once
 }
@@ -71,12 +76,17 @@ func New(opts ...Option) (*Manager, error) {
 		gate:  newGate(),
 		pods:  newPodLocks(),
 
+		reloading: newInflight(),
 		rollbacks: newInflight(),
 	}
 	m.cniNoCache = libcni.NewCNIConfigWithCacheDir(o.binDirs, filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
-	m.loader = newLoader(&m.opts, exec, m.log)
 	m.nets.Store(&networkSet{byName: map[string]*network{}, defaultName: o.defaultNet})
+	m.reloads.changed = make(chan struct{})
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	// Reloads and VERSION calls outlive Shutdown, which only stops the
+	// watcher; each call is bounded by its own timeout.
+	versions := newVersionCache(context.Background(), exec, o.versionTimeout, func() { m.requestReload() })
+	m.loader = newLoader(&m.opts, exec, m.log, versions, m.publish)
 
 	// Watches go in before the first load, so that a file written between
 	// the two is not missed.
@@ -85,6 +95,7 @@ func New(opts ...Option) (*Manager, error) {
 		var err error
 		if w, err = newWatcher(m); err != nil {
 			m.cancel()
+			versions.close()
 			return nil, err
 		}
 	}
@@ -96,17 +107,26 @@ func New(opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// reload rebuilds the network set and swaps it in. On an unreadable conf
-// dir the previous set stays.
+// reload rebuilds the network set and publishes it, and returns the
+// current set. ctx bounds the wait for the loader's lock and for VERSION
+// answers. On an unreadable conf dir the previous set stays.
 func (m *Manager) reload(ctx context.Context) *networkSet {
-	set, err := m.loader.load(ctx)
-	if err != nil {
-		m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
-		return m.nets.Load()
+	if err := m.loader.load(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
+		} else {
+			m.log.WithError(err).Debug("CNI config reload abandoned")
+		}
 	}
+	return m.nets.Load()
+}
+
+// publish swaps in a new set. The loader calls it with its lock held, so
+// sets are published in the order in which the conf dir was read.
+func (m *Manager) publish(set *networkSet) {
 	old := m.nets.Swap(set)
 	m.logChanges(old, set)
-	return set
+	m.reloads.broadcast()
 }
 
 func (m *Manager) logChanges(old, set *networkSet) {
@@ -144,7 +164,7 @@ func containsSkip(list []*ConfigError, e *ConfigError) bool {
 }
 
 func skipKind(e *ConfigError) error {
-	for _, kind := range []error{ErrInvalidConfig, ErrPluginNotFound, ErrUnsupportedVersion} {
+	for _, kind := range []error{ErrInvalidConfig, ErrPluginNotFound, ErrUnsupportedVersion, ErrVersionFailed, ErrVersionPending} {
 		if errors.Is(e, kind) {
 			return kind
 		}
@@ -155,17 +175,32 @@ func skipKind(e *ConfigError) error {
 // snapshot returns the current network set.
 func (m *Manager) snapshot() *networkSet { return m.nets.Load() }
 
-// lookup finds a network by name, reloading once when it is missing, in
-// case a file arrived that the watcher has not reported yet.
+// lookup finds a network by name. When it is missing, it asks for a
+// reload, in case a file arrived that the watcher has not reported yet,
+// and waits for it; while the network waits only for a plugin's VERSION
+// answer, it waits for the reload that follows the answer. The reload runs
+// under the manager's context; ctx bounds only this caller's wait.
 func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
 	if n := set.byName[name]; n != nil {
 		return n, set, nil
 	}
-	set = m.reload(ctx)
-	if n := set.byName[name]; n != nil {
-		return n, set, nil
+	wait := m.requestReload()
+	for {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			set = m.snapshot()
+			return nil, set, fmt.Errorf("%w (gave up waiting for a reload: %w)", set.notFound(name, m.opts.confDir), ctx.Err())
+		}
+		wait = m.reloads.next() // taken before the set, so no publication is missed
+		set = m.snapshot()
+		if n := set.byName[name]; n != nil {
+			return n, set, nil
+		}
+		if !set.pending(name) {
+			return nil, set, set.notFound(name, m.opts.confDir)
+		}
 	}
-	return nil, set, set.notFound(name, m.opts.confDir)
 }
 
 // Name returns [CNIPluginName].
@@ -183,14 +218,17 @@ func (m *Manager) Skipped() []*ConfigError {
 	return append([]*ConfigError(nil), m.snapshot().skipped...)
 }
 
-// Shutdown stops the config watcher and waits for it and for background
-// rollbacks (each bounded by [WithRollbackTimeout]). As in cri-o/ocicni,
-// the manager keeps serving every method afterwards, like a manager
-// created [WithoutWatcher]: a request for a network that is not loaded
-// reloads the conf dir. It is safe to call more than once.
+// Shutdown stops the config watcher and waits for it, for the reloads and
+// plugin VERSION calls already running (each bounded by its timeout), and
+// for background rollbacks (each bounded by [WithRollbackTimeout]). As in
+// cri-o/ocicni, the manager keeps serving every method afterwards, like a
+// manager created [WithoutWatcher]: a request for a network that is not
+// loaded reloads the conf dir. It is safe to call more than once.
 func (m *Manager) Shutdown() error {
 	m.shutdown.Do(m.cancel)
 	m.wg.Wait()
+	m.reloading.wait()
+	m.loader.versions.wait()
 	m.rollbacks.wait()
 	return nil
 }

@@ -44,6 +44,8 @@ type options struct {
 	rollbackTimeout time.Duration
 	debounce        time.Duration
 	delPastUnknown  bool
+	versionWait     time.Duration // see versionWait; tests shorten it
+	versionTimeout  time.Duration // see versionTimeout; tests shorten it
 }
 
 func defaultOptions() options {
@@ -54,6 +56,8 @@ func defaultOptions() options {
 		policy:          Strict,
 		rollbackTimeout: time.Minute,
 		debounce:        100 * time.Millisecond,
+		versionWait:     versionWait,
+		versionTimeout:  versionTimeout,
 	}
 }
 

@@ -106,21 +106,11 @@ func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
 		return nil, fmt.Errorf("%w: cached config is network %q, the entry is %q", ErrInvalidConfig, list.Name, name)
 	}
 	for i, p := range list.Plugins {
-		if err := checkPluginType(p.Network.Type); err != nil {
-			return nil, fmt.Errorf("plugin %d: %w", i, err)
+		if err := validPluginType(p.Network.Type); err != nil {
+			return nil, fmt.Errorf("%w: plugin %d: %w", ErrInvalidConfig, i, err)
 		}
 	}
 	return list, nil
-}
-
-// checkPluginType rejects plugin types that could name a file outside the
-// bin dirs.
-func checkPluginType(t string) error {
-	if t == "" || t == "." || t == ".." || strings.ContainsAny(t, `/\`) ||
-		strings.ContainsFunc(t, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return fmt.Errorf("%w: plugin type %q", ErrInvalidConfig, t)
-	}
-	return nil
 }
 
 // teardownPlans finds the attachments to delete, in the order to delete

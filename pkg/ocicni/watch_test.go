@@ -71,34 +71,11 @@ func waitState(t *testing.T, m *Manager, def string, want ...string) {
 	}, watchTimeout, watchTick)
 }
 
-// pluginTypes returns the plugin types of a loaded network, nil if absent.
-func pluginTypes(m *Manager, name string) []string {
-	n := m.snapshot().byName[name]
-	if n == nil {
-		return nil
-	}
-	types := make([]string, 0, len(n.list.Plugins))
-	for _, p := range n.list.Plugins {
-		types = append(types, p.Network.Type)
-	}
-	return types
-}
-
 func waitPluginTypes(t *testing.T, m *Manager, name string, want ...string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, want, pluginTypes(m, name))
 	}, watchTimeout, watchTick)
-}
-
-// skippedFile returns the skip reason recorded for a file, nil if none.
-func skippedFile(m *Manager, path string) error {
-	for _, s := range m.Skipped() {
-		if s.File == path {
-			return s
-		}
-	}
-	return nil
 }
 
 func waitSkipped(t *testing.T, m *Manager, path string, want error) {

@@ -1,0 +1,40 @@
+//go:build !nowatchtests
+
+package ocicni
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFIFOAddedLaterBlocksNeitherReloadsNorPodsNorShutdown(t *testing.T) {
+	e := newWatchEnv(t)
+	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+	m := e.manager(t)
+	require.Equal(t, []string{"a"}, m.Networks())
+
+	fifo := filepath.Join(e.confDir, "20-fifo.conflist")
+	mkfifo(t, fifo)
+	waitSkipped(t, m, fifo, ErrNotRegularFile)
+	assert.ErrorIs(t, skippedFile(m, fifo), ErrInvalidConfig)
+	writeConf(t, e.confDir, "30-b.conflist", conflist("b", "1.0.0", "good"))
+	waitNetworks(t, m, "a", "b")
+
+	// An unknown network makes the pod operation reload: the FIFO is
+	// skipped again, and the answer comes long before the context ends.
+	pod := PodNetwork{Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
+		Networks: []NetAttachment{{Name: "unknown"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var err error
+	within(t, 4*time.Second, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
+	require.ErrorIs(t, err, ErrNetworkNotFound)
+	assert.NoError(t, ctx.Err(), "answered before the context ended")
+
+	within(t, 4*time.Second, "Shutdown", func() { assert.NoError(t, m.Shutdown()) })
+}

@@ -1,0 +1,129 @@
+package ocicni
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testPod is a pod whose request passes validation without root: its
+// netns path only has to exist. It fails before any plugin runs, at the
+// network lookup, when its network is not loaded.
+func testPod(t *testing.T, network string) PodNetwork {
+	t.Helper()
+	return PodNetwork{Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
+		Networks: []NetAttachment{{Name: network}}}
+}
+
+func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
+	e := newLoaderEnv(t)
+	installPlugin(t, e.binDir, "slow")
+	g := newGatedExec(e.exec, true, "slow")
+	m := e.manager(t, WithExec(g), withVersionWait(longWait))
+	t.Cleanup(g.openAll)
+
+	// The file arrives unannounced; the pod's lookup reloads.
+	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pod := testPod(t, "slow")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.SetUpPodWithContext(ctx, pod)
+		errc <- err
+	}()
+	g.waitEntered(t, "slow")
+	cancel()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.Canceled, "the caller's wait ends with its context")
+		assert.ErrorIs(t, err, ErrNetworkNotFound)
+	case <-time.After(loadBound):
+		require.FailNow(t, "SetUpPod did not return after its context was cancelled")
+	}
+
+	// The reload went on under the manager's context: the answer loads
+	// the network for everyone, and nothing recorded a VERSION failure.
+	g.open("slow")
+	require.Eventually(t, func() bool { return len(m.Networks()) == 1 }, loadBound, 5*time.Millisecond)
+	assert.Equal(t, []string{"slow"}, m.Networks())
+	assert.Empty(t, m.Skipped())
+	assert.Equal(t, 1, g.count("slow"))
+}
+
+func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
+	e := newLoaderEnv(t)
+	installPlugin(t, e.binDir, "hang")
+	g := newGatedExec(e.exec, false, "hang") // answers nothing, even when cancelled
+	m := e.manager(t, WithExec(g), withVersionWait(longWait))
+	t.Cleanup(g.openAll)
+
+	writeConf(t, e.confDir, "10-hang.conflist", conflist("hang", "1.0.0", "hang"))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	pod := testPod(t, "hang")
+	var err error
+	within(t, loadBound, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, ErrNetworkNotFound)
+
+	// Shutdown waits for the VERSION call it started, which ends when the
+	// plugin answers.
+	g.open("hang")
+	within(t, loadBound, "Shutdown", func() { assert.NoError(t, m.Shutdown()) })
+}
+
+func TestSlowerReloadDoesNotOverwriteANewerSet(t *testing.T) {
+	e := newLoaderEnv(t)
+	installPlugin(t, e.binDir, "slow")
+	g := newGatedExec(e.exec, false, "slow")
+	m := e.manager(t, WithExec(g), withVersionWait(longWait))
+	t.Cleanup(g.openAll)
+
+	// The first reload reads the file while it names "slow", and waits
+	// for its VERSION answer.
+	path := writeConf(t, e.confDir, "10-net.conflist", conflist("net", "1.0.0", "slow"))
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		m.reload(context.Background())
+	}()
+	g.waitEntered(t, "slow")
+
+	// The file changes; a second reload reads it and publishes at once.
+	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "good", "other")), 0o644))
+	within(t, loadBound, "second reload", func() { m.reload(context.Background()) })
+	require.Equal(t, []string{"good", "other"}, pluginTypes(m, "net"))
+
+	// The first one finishes last, and must not bring the old file back.
+	g.open("slow")
+	select {
+	case <-first:
+	case <-time.After(loadBound):
+		require.FailNow(t, "the first reload did not finish")
+	}
+	assert.Equal(t, []string{"good", "other"}, pluginTypes(m, "net"))
+}
+
+func TestLoaderLockWaitRespectsContext(t *testing.T) {
+	e := newLoaderEnv(t)
+	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+	m := e.manager(t)
+	require.NoError(t, m.loader.acquire(context.Background()))
+	writeConf(t, e.confDir, "20-b.conflist", conflist("b", "1.0.0", "good"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var err error
+	within(t, loadBound, "load", func() { err = m.loader.load(ctx) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, []string{"a"}, m.Networks())
+
+	m.loader.release()
+	m.reload(context.Background())
+	assert.Equal(t, []string{"a", "b"}, m.Networks())
+}
