@@ -64,7 +64,12 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		if err != nil {
 			return fail(list.Name, err)
 		}
-		list.Plugins = append(list.Plugins, plugins...)
+		if len(plugins) > 0 {
+			list.Plugins = append(list.Plugins, plugins...)
+			if err := inlinePlugins(list); err != nil {
+				return fail(list.Name, err)
+			}
+		}
 	}
 	if len(list.Plugins) == 0 {
 		return fail(list.Name, fmt.Errorf("%w: no plugins", ErrInvalidConfig))
@@ -98,6 +103,33 @@ func parseBytes(data []byte, conflist bool) (*libcni.NetworkConfigList, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return pluginConfToList(conf)
+}
+
+// inlinePlugins rewrites list.Bytes so that its "plugins" hold every plugin
+// of list.Plugins, the sub-folder's too. libcni caches list.Bytes at ADD
+// and the DEL of a removed network's file runs from that cache, so the
+// bytes must name every plugin that ADD ran, or the sub-folder's plugins
+// would never get their DEL.
+func inlinePlugins(list *libcni.NetworkConfigList) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(list.Bytes, &top); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	raws := make([]json.RawMessage, len(list.Plugins))
+	for i, p := range list.Plugins {
+		raws[i] = p.Bytes
+	}
+	plugins, err := json.Marshal(raws)
+	if err != nil {
+		return fmt.Errorf("%w: plugin config: %w", ErrInvalidConfig, err)
+	}
+	top["plugins"] = plugins
+	b, err := json.Marshal(top)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	list.Bytes = b
+	return nil
 }
 
 // readSubPlugins reads the extra plugin configs that libcni appends to a

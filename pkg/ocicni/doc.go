@@ -21,6 +21,12 @@
 // for its network fails with a [NetworkNotFoundError] that carries the
 // reason. When two files declare one network, the first in name order wins.
 //
+// A ".conflist" network that does not set loadOnlyInlinedPlugins also runs
+// the ".conf" plugin configs of its sub-folder <confdir>/<network name>/,
+// appended in file name order, as libcni 1.3 does. The sub-folder is
+// watched, and the list's bytes, which libcni caches at ADD, are rewritten
+// to hold every plugin, so that a DEL from the cache runs them all.
+//
 // As in libcni, a ".conflist" that does not set loadOnlyInlinedPlugins gets
 // the plugin configs of the ".conf" files in the sub-folder named after its
 // network appended to its plugins, in file name order.

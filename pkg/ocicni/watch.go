@@ -24,7 +24,8 @@ const (
 // watcher reloads the manager's networks when the conf dir or a bin dir
 // changes. Each target dir is watched when it exists, and so is its parent
 // (or nearest existing ancestor), so that a dir created late, or deleted
-// and recreated, is picked up.
+// and recreated, is picked up. Every sub-folder of the conf dir is watched
+// too: a network's plugin sub-folder <confdir>/<name>/ adds plugins to it.
 type watcher struct {
 	m       *Manager
 	fsw     *fsnotify.Watcher
@@ -53,6 +54,13 @@ func (w *watcher) sync() bool {
 			want[a] = true
 		}
 	}
+	if des, err := os.ReadDir(w.m.opts.confDir); err == nil {
+		for _, de := range des {
+			if de.IsDir() {
+				want[filepath.Join(w.m.opts.confDir, de.Name())] = true
+			}
+		}
+	}
 	have := map[string]bool{}
 	for _, d := range w.fsw.WatchList() {
 		have[d] = true
@@ -78,8 +86,12 @@ func (w *watcher) sync() bool {
 	return added
 }
 
-// relevant reports whether an event concerns a target dir or its content.
+// relevant reports whether an event concerns a target dir or its content,
+// or the content of a plugin sub-folder of the conf dir.
 func (w *watcher) relevant(name string) bool {
+	if filepath.Dir(filepath.Dir(name)) == w.m.opts.confDir {
+		return true
+	}
 	for _, t := range w.targets {
 		if name == t || filepath.Dir(name) == t || strings.HasPrefix(t, name+string(filepath.Separator)) {
 			return true
