@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -51,12 +50,22 @@ func (c *Cache) ResultsDir() string {
 	return filepath.Join(c.Dir(), "results")
 }
 
-// List returns every parseable entry in the results directory, sorted by
-// file name. Each unreadable or corrupt file adds one *[EntryError] to the
-// returned error, which joins them (errors.Join); the good entries are
-// returned as well. A missing results directory yields (nil, nil).
+// Listing is what a scan of the results directory found, both sorted by
+// file name.
+type Listing struct {
+	// Entries are the files that parsed.
+	Entries []*Entry
+	// Corrupt are the files that could not be read or parsed, one
+	// *[EntryError] each: errors.Is with [ErrCorruptEntry] tells
+	// corruption from read failures.
+	Corrupt []*EntryError
+}
+
+// List returns every entry in the results directory, parseable or not; a
+// scan never stops at a bad file. The error is for failures that stop the
+// listing itself. A missing results directory yields an empty Listing.
 // Subdirectories are ignored.
-func (c *Cache) List() ([]*Entry, error) {
+func (c *Cache) List() (Listing, error) {
 	return c.scan(selector{
 		match: func(string) bool { return true },
 	})
@@ -68,9 +77,9 @@ func (c *Cache) List() ([]*Entry, error) {
 // unless its content names another container; its *[EntryError] takes
 // Network, ContainerID and IfName from the file name (see
 // [ParseFileName]).
-func (c *Cache) ForContainer(id string) ([]*Entry, error) {
+func (c *Cache) ForContainer(id string) (Listing, error) {
 	if err := ValidateContainerID(id); err != nil {
-		return nil, err
+		return Listing{}, err
 	}
 	return c.scan(selector{
 		match: func(name string) bool {
@@ -80,24 +89,6 @@ func (c *Cache) ForContainer(id string) ([]*Entry, error) {
 		id:    id,
 		field: func(e *Entry) string { return e.ContainerID },
 		want:  id,
-	})
-}
-
-// ForNetwork is [Cache.List] restricted to the entries whose networkName is
-// name. Only files whose name starts with "<name>-" are read. Because
-// network names may contain '-', a corrupt file of network "a-b" is also
-// reported by ForNetwork("a") unless its content names the network.
-func (c *Cache) ForNetwork(name string) ([]*Entry, error) {
-	if err := ValidateNetworkName(name); err != nil {
-		return nil, err
-	}
-	prefix := name + "-"
-	return c.scan(selector{
-		match: func(fileName string) bool {
-			return strings.HasPrefix(fileName, prefix) && len(fileName) > len(prefix)
-		},
-		field: func(e *Entry) string { return e.Network },
-		want:  name,
 	})
 }
 
@@ -163,19 +154,16 @@ type selector struct {
 	want  string
 }
 
-func (c *Cache) scan(sel selector) ([]*Entry, error) {
+func (c *Cache) scan(sel selector) (Listing, error) {
 	dir := c.ResultsDir()
 	des, err := os.ReadDir(dir) // sorted by file name
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return Listing{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cache: list %s: %w", dir, err)
+		return Listing{}, fmt.Errorf("cache: list %s: %w", dir, err)
 	}
-	var (
-		entries []*Entry
-		errs    []error
-	)
+	var l Listing
 	for _, de := range des {
 		if de.IsDir() || !sel.match(de.Name()) {
 			continue
@@ -184,7 +172,7 @@ func (c *Cache) scan(sel selector) ([]*Entry, error) {
 		e, err := readEntry(path)
 		if err == nil {
 			if sel.field == nil || sel.field(e) == sel.want {
-				entries = append(entries, e)
+				l.Entries = append(l.Entries, e)
 			}
 			continue
 		}
@@ -193,9 +181,9 @@ func (c *Cache) scan(sel selector) ([]*Entry, error) {
 				continue // corrupt, but the content says it is not ours
 			}
 		}
-		errs = append(errs, entryError(path, sel.id, e, err))
+		l.Corrupt = append(l.Corrupt, entryError(path, sel.id, e, err))
 	}
-	return entries, errors.Join(errs...)
+	return l, nil
 }
 
 // readEntry reads and parses one cache file. It opens nothing but a

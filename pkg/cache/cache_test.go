@@ -26,14 +26,13 @@ func TestNew(t *testing.T) {
 
 func TestListMissingDir(t *testing.T) {
 	c := New(filepath.Join(t.TempDir(), "nope"))
-	for name, f := range map[string]func() ([]*Entry, error){
+	for name, f := range map[string]func() (Listing, error){
 		"List":         c.List,
-		"ForContainer": func() ([]*Entry, error) { return c.ForContainer("abc") },
-		"ForNetwork":   func() ([]*Entry, error) { return c.ForNetwork("net1") },
+		"ForContainer": func() (Listing, error) { return c.ForContainer("abc") },
 	} {
-		entries, err := f()
+		l, err := f()
 		require.NoError(t, err, name)
-		assert.Nil(t, entries, name)
+		assert.Equal(t, Listing{}, l, name)
 	}
 }
 
@@ -41,8 +40,10 @@ func TestList(t *testing.T) {
 	c := newCacheFrom(t, "results")
 	require.NoError(t, os.Mkdir(filepath.Join(c.ResultsDir(), "subdir-abc-eth0"), 0o700))
 
-	entries, err := c.List()
+	l, err := c.List()
 	require.NoError(t, err)
+	assert.Empty(t, l.Corrupt)
+	entries := l.Entries
 	want, err := os.ReadDir(filepath.Join("testdata", "results"))
 	require.NoError(t, err)
 	require.Len(t, entries, len(want))
@@ -75,33 +76,13 @@ func TestForContainer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
-			entries, err := c.ForContainer(tt.id)
+			l, err := c.ForContainer(tt.id)
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, nilIfEmpty(entryNames(entries)))
-			for _, e := range entries {
+			assert.Empty(t, l.Corrupt)
+			assert.Equal(t, tt.want, nilIfEmpty(entryNames(l.Entries)))
+			for _, e := range l.Entries {
 				assert.Equal(t, tt.id, e.ContainerID)
 			}
-		})
-	}
-}
-
-func TestForNetwork(t *testing.T) {
-	c := newCacheFrom(t, "results")
-	tests := []struct {
-		network string
-		want    []string
-	}{
-		{"net1", []string{"net1-abc-eth0", "net1-abcd-eth0", "net1-def-abc-eth0", "net1-xabc-eth0"}},
-		{"net2", []string{"net2-abc-eth1"}},
-		{"my-net", []string{"my-net-abc-def-net1"}},
-		{"my", nil},
-		{"net", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.network, func(t *testing.T) {
-			entries, err := c.ForNetwork(tt.network)
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, nilIfEmpty(entryNames(entries)))
 		})
 	}
 }
@@ -110,8 +91,6 @@ func TestLookupRejectsInvalidNames(t *testing.T) {
 	c := newCacheFrom(t, "results")
 	for _, bad := range []string{"", "..", "../x", "a/b", "a\x00", "a\n"} {
 		_, err := c.ForContainer(bad)
-		require.ErrorIs(t, err, ErrInvalidName, "%q", bad)
-		_, err = c.ForNetwork(bad)
 		require.ErrorIs(t, err, ErrInvalidName, "%q", bad)
 		_, err = c.Get("net1", bad, "eth0")
 		require.ErrorIs(t, err, ErrInvalidName, "%q", bad)
@@ -134,12 +113,11 @@ var corruptWant = map[string]nameTriple{
 
 func TestForContainerCorrupt(t *testing.T) {
 	c := newCacheFrom(t, "corrupt")
-	entries, err := c.ForContainer("bad")
-	require.Error(t, err)
-	assert.Equal(t, []string{"good-bad-eth5"}, entryNames(entries), "good entries survive bad ones")
-	assert.ErrorIs(t, err, ErrCorruptEntry)
+	l, err := c.ForContainer("bad")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"good-bad-eth5"}, entryNames(l.Entries), "good entries survive bad ones")
 
-	got := entryErrors(t, err)
+	got := entryErrors(l)
 	assert.Len(t, got, len(corruptWant))
 	for name, want := range corruptWant {
 		ee := got[name]
@@ -156,9 +134,10 @@ func TestForContainerCorrupt(t *testing.T) {
 
 func TestListCorrupt(t *testing.T) {
 	c := newCacheFrom(t, "corrupt")
-	entries, err := c.List()
-	assert.Equal(t, []string{"good-bad-eth5"}, entryNames(entries))
-	got := entryErrors(t, err)
+	l, err := c.List()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"good-bad-eth5"}, entryNames(l.Entries))
+	got := entryErrors(l)
 	assert.Len(t, got, len(corruptWant)+1)
 	for name, want := range corruptWant {
 		if ee := got[name]; assert.NotNil(t, ee, name) && ee.ContainerID != "" {
@@ -182,9 +161,10 @@ func TestUnreadableEntry(t *testing.T) {
 	path := filepath.Join(c.ResultsDir(), "good-bad-eth5")
 	require.NoError(t, os.Chmod(path, 0))
 
-	entries, err := c.ForContainer("bad")
-	assert.Empty(t, entries)
-	ee := entryErrors(t, err)["good-bad-eth5"]
+	l, err := c.ForContainer("bad")
+	require.NoError(t, err)
+	assert.Empty(t, l.Entries)
+	ee := entryErrors(l)["good-bad-eth5"]
 	require.NotNil(t, ee)
 	assert.ErrorIs(t, ee, fs.ErrPermission)
 	assert.NotErrorIs(t, ee, ErrCorruptEntry)
@@ -198,9 +178,10 @@ func TestNonRegularEntry(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	require.NoError(t, os.Symlink("/nonexistent", filepath.Join(c.ResultsDir(), "net1-abc-eth1")))
 
-	entries, err := c.ForContainer("abc") // must not block on the FIFO
-	assert.Empty(t, entries)
-	got := entryErrors(t, err)
+	l, err := c.ForContainer("abc") // must not block on the FIFO
+	require.NoError(t, err)
+	assert.Empty(t, l.Entries)
+	got := entryErrors(l)
 	require.Len(t, got, 2)
 	assert.ErrorIs(t, got["net1-abc-eth0"], ErrCorruptEntry)
 	assert.ErrorIs(t, got["net1-abc-eth1"], ErrCorruptEntry, "libcni writes no symlinks")
@@ -236,9 +217,9 @@ func TestRemove(t *testing.T) {
 	_, err := c.Get("net1", "abc", "eth0")
 	require.ErrorIs(t, err, fs.ErrNotExist)
 
-	entries, err := c.ForContainer("abc")
+	l, err := c.ForContainer("abc")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"net2-abc-eth1"}, entryNames(entries))
+	assert.Equal(t, []string{"net2-abc-eth1"}, entryNames(l.Entries))
 
 	require.NoError(t, New(filepath.Join(t.TempDir(), "nope")).Remove("a", "b", "c"))
 }
@@ -269,17 +250,18 @@ func TestRemoveFile(t *testing.T) {
 	assert.FileExists(t, outside)
 	assert.FileExists(t, nested)
 
-	_, err := c.ForContainer("bad")
-	for _, ee := range entryErrors(t, err) {
+	l, err := c.ForContainer("bad")
+	require.NoError(t, err)
+	for _, ee := range l.Corrupt {
 		require.NoError(t, c.RemoveFile(ee.Path))
 	}
 	require.NoError(t, c.RemoveFile(filepath.Join(c.ResultsDir(), "sub", "..", "good-bad-eth5")))
 	require.NoError(t, c.RemoveFile(filepath.Join(c.ResultsDir(), "good-bad-eth5")), "absent is fine")
 
-	entries, err := c.List()
-	assert.Empty(t, entries)
-	got := entryErrors(t, err)
-	assert.Equal(t, []string{"other-bad-eth6"}, keys(got))
+	l, err = c.List()
+	require.NoError(t, err)
+	assert.Empty(t, l.Entries)
+	assert.Equal(t, []string{"other-bad-eth6"}, keys(entryErrors(l)))
 }
 
 func TestRemoveFileError(t *testing.T) {

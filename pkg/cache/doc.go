@@ -16,9 +16,11 @@
 //
 // [Entry] is one such file. Network names and interface names may contain
 // '-', so a file name can only be split once the container ID is known:
-// [SplitFileName] does that, [FileName] builds names, and [ValidateName]
-// rejects any name that would escape the directory. [Cache.List],
-// [Cache.ForContainer] and [Cache.ForNetwork] scan the directory;
+// [SplitFileName] and [ParseFileName] do that (and [GuessFileName] when it
+// is not), and [FileName] builds names. [ValidateNetworkName],
+// [ValidateContainerID] and [ValidateIfName] apply libcni's ADD rules plus
+// path checks and the length limits that keep a file name within 255
+// bytes. [Cache.List] and [Cache.ForContainer] scan the directory;
 // [Cache.Get] and [Cache.Remove] address one file. [Entry.Result] decodes
 // the cached result at its own CNI version.
 //
@@ -28,14 +30,25 @@
 // full disk leaves zero-length or truncated files behind. A file is corrupt
 // when it is empty, is not JSON, has a kind other than [KindV1], lacks
 // networkName, containerId or ifName, or holds a "result" that is not an
-// object: exactly the files libcni's GetCachedAttachments skips.
+// object (the files libcni's GetCachedAttachments skips); and also when it
+// is not a regular file, is larger than [MaxFileSize], names a network,
+// container or interface that fails validation, or whose names or cached
+// config's name disagree with its own file name. Such content could steer
+// a path, an environment variable or a plugin run.
 //
-// Scans never stop at a bad file. They return every good entry together
-// with an error that joins one *[EntryError] per bad file; errors.Is with
-// [ErrCorruptEntry] tells corruption from read failures. The EntryError
-// names the file and, as far as the file name and the content allow, its
-// network, container and interface, so that the caller can still tear the
-// attachment down and then delete the file with [Cache.RemoveFile].
+// Scans never stop at a bad file. A [Listing] holds every good entry and
+// one *[EntryError] per bad file; errors.Is with [ErrCorruptEntry] tells
+// corruption from read failures. The EntryError names the file and, when
+// the file name can be split and validated ([ParseFileName]), its network,
+// container and interface, never names taken from a corrupt file's
+// content, so that the caller can still tear the attachment down and then
+// delete the file with [Cache.RemoveFile].
+//
+// libcni's result converters can panic on some cached results;
+// [Entry.Result], [Entry.ResultAt] and [Entry.CheckLibcniResult] recover
+// and report an error. CheckLibcniResult tells whether libcni's own DEL
+// can use a cached result (when it cannot, libcni drops the entry before
+// running the plugins).
 //
 // # Attachment order
 //

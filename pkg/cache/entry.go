@@ -235,36 +235,3 @@ func (e *Entry) fail(err error) *EntryError {
 		Err:         err,
 	}
 }
-
-// Duplicates groups entries by (ContainerID, IfName) and returns the groups
-// that hold more than one distinct Network: one interface name claimed by
-// several networks, which a correct ADD never produces. Groups come in the
-// order of their first entry; entries keep their input order. Nil entries
-// are ignored.
-func Duplicates(entries []*Entry) [][]*Entry {
-	type key struct{ id, ifname string }
-	groups := make(map[key][]*Entry)
-	var order []key
-	for _, e := range entries {
-		if e == nil {
-			continue
-		}
-		k := key{e.ContainerID, e.IfName}
-		if _, seen := groups[k]; !seen {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], e)
-	}
-	var out [][]*Entry
-	for _, k := range order {
-		g := groups[k]
-		nets := make(map[string]struct{}, len(g))
-		for _, e := range g {
-			nets[e.Network] = struct{}{}
-		}
-		if len(nets) > 1 {
-			out = append(out, g)
-		}
-	}
-	return out
-}

@@ -204,46 +204,6 @@ func TestCheckLibcniResult(t *testing.T) {
 	}
 }
 
-func TestDuplicates(t *testing.T) {
-	ent := func(network, id, ifname string) *Entry {
-		return &Entry{Network: network, ContainerID: id, IfName: ifname}
-	}
-	a := ent("netA", "c1", "eth0")
-	b := ent("netB", "c1", "eth0")
-	c := ent("netC", "c1", "eth0")
-	d := ent("netA", "c1", "eth1")
-	e := ent("netA", "c2", "eth0")
-	f := ent("netB", "c2", "eth0")
-	same1 := ent("netA", "c3", "eth0")
-	same2 := ent("netA", "c3", "eth0")
-
-	tests := []struct {
-		name    string
-		entries []*Entry
-		want    [][]*Entry
-	}{
-		{"none", nil, nil},
-		{"distinct ifnames", []*Entry{a, d, e}, nil},
-		{"one pair", []*Entry{a, d, b}, [][]*Entry{{a, b}}},
-		{"triple", []*Entry{c, a, b}, [][]*Entry{{c, a, b}}},
-		{"two groups in first-seen order", []*Entry{f, a, e, b}, [][]*Entry{{f, e}, {a, b}}},
-		{"same network twice is not a duplicate", []*Entry{same1, same2}, nil},
-		{"nil entries", []*Entry{nil, a, nil, b}, [][]*Entry{{a, b}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Duplicates(tt.entries))
-		})
-	}
-
-	cache := newCacheFrom(t, "results")
-	entries, err := cache.List()
-	require.NoError(t, err)
-	groups := Duplicates(entries)
-	require.Len(t, groups, 1)
-	assert.Equal(t, []string{"dupA-cdup-eth0", "dupB-cdup-eth0"}, entryNames(groups[0]))
-}
-
 func FuzzParseEntry(f *testing.F) {
 	for _, dir := range []string{"results", "corrupt"} {
 		des, err := os.ReadDir(filepath.Join("testdata", dir))
@@ -270,14 +230,14 @@ func FuzzParseEntry(f *testing.F) {
 			require.ErrorIs(t, err, ErrCorruptEntry)
 		}
 
-		entries, err := c.ForContainer("abc")
-		if err != nil {
-			ee := entryErrors(t, err)["net-abc-eth0"]
+		l, err := c.ForContainer("abc")
+		require.NoError(t, err)
+		if len(l.Corrupt) > 0 {
+			ee := entryErrors(l)["net-abc-eth0"]
 			require.NotNil(t, ee)
 			require.ErrorIs(t, ee, ErrCorruptEntry)
 			assert.Equal(t, nameTriple{"net", "abc", "eth0"}, nameTriple{ee.Network, ee.ContainerID, ee.IfName})
 		}
-		_ = Duplicates(entries)
 		_, _ = c.List()
 	})
 }

@@ -31,8 +31,9 @@ func FuzzListEntry(f *testing.F) {
 		if os.WriteFile(filepath.Join(c.ResultsDir(), name), data, 0o600) != nil {
 			return // a name the file system refuses
 		}
-		entries, err := c.List()
-		for _, e := range entries {
+		l, err := c.List()
+		require.NoError(t, err)
+		for _, e := range l.Entries {
 			require.NoError(t, ValidateNames(e.Network, e.ContainerID, e.IfName))
 			assert.Equal(t, name, e.Network+"-"+e.ContainerID+"-"+e.IfName)
 			for _, v := range []string{"", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
@@ -41,23 +42,11 @@ func FuzzListEntry(f *testing.F) {
 			}
 			_, _ = e.Result()
 		}
-		for _, err := range unjoin(err) {
-			var ee *EntryError
-			require.ErrorAs(t, err, &ee)
+		for _, ee := range l.Corrupt {
 			if ee.Network != "" || ee.ContainerID != "" || ee.IfName != "" {
 				require.NoError(t, ValidateNames(ee.Network, ee.ContainerID, ee.IfName))
 				assert.Equal(t, name, ee.Network+"-"+ee.ContainerID+"-"+ee.IfName)
 			}
 		}
 	})
-}
-
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }

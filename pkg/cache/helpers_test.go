@@ -41,17 +41,10 @@ func writeResult(t *testing.T, c *Cache, name string, data []byte) string {
 }
 
 // entryErrors returns the *EntryError values joined in err, by base name.
-func entryErrors(t *testing.T, err error) map[string]*EntryError {
-	t.Helper()
+// entryErrors returns a listing's corrupt files by base name.
+func entryErrors(l Listing) map[string]*EntryError {
 	out := map[string]*EntryError{}
-	if err == nil {
-		return out
-	}
-	joined, ok := err.(interface{ Unwrap() []error })
-	require.True(t, ok, "error %v does not join errors", err)
-	for _, e := range joined.Unwrap() {
-		var ee *EntryError
-		require.ErrorAs(t, e, &ee)
+	for _, ee := range l.Corrupt {
 		out[filepath.Base(ee.Path)] = ee
 	}
 	return out

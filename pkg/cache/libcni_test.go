@@ -73,8 +73,10 @@ func TestAgreesWithLibcni(t *testing.T) {
 	cni := libcni.NewCNIConfigWithCacheDir(nil, dir, fakeExec{})
 
 	for _, id := range []string{"abc", "abcd", "abc-def", "def-abc", "cdup", "none"} {
-		ours, err := c.ForContainer(id)
+		l, err := c.ForContainer(id)
 		require.NoError(t, err)
+		require.Empty(t, l.Corrupt)
+		ours := l.Entries
 		theirs, err := cni.GetCachedAttachments(id)
 		require.NoError(t, err)
 		require.Len(t, ours, len(theirs), id)

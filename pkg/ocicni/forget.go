@@ -32,24 +32,23 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	}
 	defer release()
 
-	entries, lerr := m.cache.ForContainer(pod.ID)
+	listing, err := m.cache.ForContainer(pod.ID)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
+	}
 	type file struct {
 		path string
 		att  cache.Attachment
 	}
 	var files []file
-	for _, e := range entries {
+	for _, e := range listing.Entries {
 		netns, nerr := storedNetNS(e.NetNS)
 		if nerr != nil || netns == "" {
 			netns = pod.NetNS
 		}
 		files = append(files, file{e.Path, cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}})
 	}
-	for _, err := range flatten(lerr) {
-		var ee *cache.EntryError
-		if !errors.As(err, &ee) {
-			return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
-		}
+	for _, ee := range listing.Corrupt {
 		// A corrupt entry goes too; its names come from its file name,
 		// when they can be known.
 		files = append(files, file{ee.Path, cache.Attachment{Network: ee.Network, IfName: ee.IfName, NetNS: pod.NetNS}})

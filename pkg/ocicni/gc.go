@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/containernetworking/cni/libcni"
@@ -44,8 +45,12 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	log := m.log.WithField("verb", "GC")
 	set := m.snapshot()
 
-	entries, lerr := m.cache.List()
+	listing, lerr := m.cache.List()
 	recs, errs := m.readRecords()
+	if lerr != nil {
+		errs = append(errs, lerr)
+	}
+	entries := listing.Entries
 	validIDs, valid, verrs := validAttachments(validPods, entries, recs, set)
 	errs = append(errs, verrs...)
 
@@ -64,8 +69,8 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 		plans = append(plans, p)
 	}
 	known := append(keys(recs.byID), keys(validIDs)...)
-	for _, err := range flatten(lerr) {
-		p, perr := m.planCorrupt(err, known, validIDs, recs, set, log)
+	for _, ee := range listing.Corrupt {
+		p, perr := m.planCorrupt(ee, known, validIDs, recs, set, log)
 		switch {
 		case perr != nil:
 			errs = append(errs, perr)
@@ -178,13 +183,9 @@ func validAttachments(pods []*PodNetwork, entries []*cache.Entry, recs *records,
 // planCorrupt plans the DEL of a corrupt cache entry with the loaded
 // config of its network. It returns (nil, nil) for entries of valid pods,
 // and an error when the entry cannot be collected.
-func (m *Manager) planCorrupt(err error, knownIDs []string, validIDs map[string]bool, recs *records,
+func (m *Manager) planCorrupt(ee *cache.EntryError, knownIDs []string, validIDs map[string]bool, recs *records,
 	set *networkSet, log *logrus.Entry,
 ) (*plan, error) {
-	var ee *cache.EntryError
-	if !errors.As(err, &ee) {
-		return nil, err
-	}
 	network, id, ifname := ee.Network, ee.ContainerID, ee.IfName
 	if network == "" {
 		network, id, ifname = cache.GuessFileName(ee.Path, knownIDs, set.names())
@@ -194,7 +195,7 @@ func (m *Manager) planCorrupt(err error, knownIDs []string, validIDs map[string]
 	}
 	if set.byName[network] == nil {
 		return nil, &NetworkError{Network: network, IfName: ifname, Verb: "DEL",
-			Err: fmt.Errorf("%w (no loaded config to delete it with)", err)}
+			Err: fmt.Errorf("%w (no loaded config to delete it with)", ee)}
 	}
 	netns := ""
 	for _, a := range recs.byID[id] {
@@ -252,17 +253,16 @@ func (m *Manager) pruneRecords(recs *records, validIDs map[string]bool, outcomes
 		return
 	}
 	left, lerr := m.cache.List()
-	has := make(map[string]bool, len(left))
-	for _, e := range left {
+	if lerr != nil {
+		return // the cache cannot be read: keep every record
+	}
+	has := make(map[string]bool, len(left.Entries))
+	for _, e := range left.Entries {
 		has[e.ContainerID] = true
 	}
-	for _, err := range flatten(lerr) {
-		var ee *cache.EntryError
-		if !errors.As(err, &ee) {
-			return // the cache cannot be read: keep every record
-		}
+	for _, ee := range left.Corrupt {
 		for id := range recs.corrupt {
-			if _, _, ok := cache.SplitFileName(ee.Path, id); ok {
+			if _, _, ok := cache.SplitFileName(filepath.Base(ee.Path), id); ok {
 				has[id] = true
 			}
 		}

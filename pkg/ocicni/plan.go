@@ -182,35 +182,37 @@ func (m *Manager) teardownPlans(pod *PodNetwork, recorded []cache.Attachment, lo
 // collectCached returns the attachments of container id that the cache
 // holds: the readable entries, and the corrupt ones whose file name names
 // the attachment and whose network has a loaded config to DEL with. Other
-// corrupt entries come back as Failed outcomes: nothing can be run for
-// them, and they stay for the next teardown or GC.
+// corrupt entries, and a cache that cannot be listed, come back as Failed
+// outcomes: nothing can be run for them, and they stay for the next
+// teardown or GC.
 func (m *Manager) collectCached(id string, set *networkSet, log *logrus.Entry) (
 	keys []NetAttachment, entries map[NetAttachment]*cache.Entry, corrupt map[NetAttachment]string, outcomes []Outcome,
 ) {
-	list, lerr := m.cache.ForContainer(id)
-	entries = make(map[NetAttachment]*cache.Entry, len(list))
+	listing, err := m.cache.ForContainer(id)
+	if err != nil {
+		outcomes = append(outcomes, Outcome{ContainerID: id, Class: Failed, Err: err})
+	}
+	entries = make(map[NetAttachment]*cache.Entry, len(listing.Entries))
 	corrupt = map[NetAttachment]string{}
-	for _, e := range list {
+	for _, e := range listing.Entries {
 		k := NetAttachment{Name: e.Network, Ifname: e.IfName}
 		keys = append(keys, k) // one file per (network, ifname): no duplicates
 		entries[k] = e
 	}
-	for _, err := range flatten(lerr) {
-		var ee *cache.EntryError
-		if !errors.As(err, &ee) || ee.Network == "" {
-			outcomes = append(outcomes, Outcome{ContainerID: id, Class: Failed, Err: err})
-			continue
-		}
+	for _, ee := range listing.Corrupt {
 		k := NetAttachment{Name: ee.Network, Ifname: ee.IfName}
-		if set.byName[k.Name] == nil {
+		switch {
+		case ee.Network == "":
+			outcomes = append(outcomes, Outcome{ContainerID: id, Class: Failed, Err: ee})
+		case set.byName[k.Name] == nil:
 			outcomes = append(outcomes, Outcome{ContainerID: id, Network: k.Name, IfName: k.Ifname, Class: Failed,
-				Err: fmt.Errorf("%w (no loaded config to delete it with)", err)})
-			continue
+				Err: fmt.Errorf("%w (no loaded config to delete it with)", ee)})
+		default:
+			log.WithError(ee).WithField("file", filepath.Base(ee.Path)).
+				Warn("Corrupt CNI cache entry; deleting with the loaded config")
+			corrupt[k] = ee.Path
+			keys = append(keys, k)
 		}
-		log.WithError(err).WithField("file", filepath.Base(ee.Path)).
-			Warn("Corrupt CNI cache entry; deleting with the loaded config")
-		corrupt[k] = ee.Path
-		keys = append(keys, k)
 	}
 	warnDuplicateIfnames(keys, log)
 	return keys, entries, corrupt, outcomes
@@ -279,15 +281,4 @@ func warnDuplicateIfnames(keys []NetAttachment, log *logrus.Entry) {
 				Warn("Several networks claim the same interface name; deleting each of them")
 		}
 	}
-}
-
-// flatten splits a joined error into its parts.
-func flatten(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }

@@ -7,18 +7,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 )
 
-// STATUS error codes from the CNI 1.1 spec. The released libcni does not
-// define them.
+// STATUS error codes from the CNI 1.1 spec, as libcni's types package
+// defines them.
 const (
 	// ErrCodePluginNotAvailable means the plugin cannot serve ADD
 	// requests.
-	ErrCodePluginNotAvailable uint = 50
+	ErrCodePluginNotAvailable = types.ErrPluginNotAvailable
 	// ErrCodeLimitedConnectivity means the plugin cannot serve ADD
 	// requests, and existing pods may have limited connectivity.
-	ErrCodeLimitedConnectivity uint = 51
+	ErrCodeLimitedConnectivity = types.ErrLimitedConnectivity
 )
 
 // ErrNoSandboxInterface means a result names no interface inside the

@@ -79,7 +79,10 @@ func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAtta
 		}
 		return atts, nil
 	}
-	entries, _ := m.cache.ForContainer(pod.ID)
+	// A listing failure, like a corrupt entry, leaves the default network:
+	// status then reports what the netns holds.
+	listing, _ := m.cache.ForContainer(pod.ID)
+	entries := listing.Entries
 	if len(entries) == 0 {
 		atts, err := assignIfnames(nil, set.defaultName)
 		return atts, m.explainDefault(err, set)
