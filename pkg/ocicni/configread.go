@@ -58,17 +58,8 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	if conflist && !list.LoadOnlyInlinedPlugins {
-		pf.subDir = filepath.Join(filepath.Dir(path), list.Name)
-		plugins, skipped, err := readSubPlugins(pf.subDir, list.Name)
-		pf.subSkipped = skipped
-		if err != nil {
+		if err := pf.addSubPlugins(filepath.Join(filepath.Dir(path), list.Name), list); err != nil {
 			return fail(list.Name, err)
-		}
-		if len(plugins) > 0 {
-			list.Plugins = append(list.Plugins, plugins...)
-			if err := inlinePlugins(list); err != nil {
-				return fail(list.Name, err)
-			}
 		}
 	}
 	if len(list.Plugins) == 0 {
@@ -103,6 +94,19 @@ func parseBytes(data []byte, conflist bool) (*libcni.NetworkConfigList, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return pluginConfToList(conf)
+}
+
+// addSubPlugins appends the plugins of the list's sub-folder dir, as
+// libcni does, and makes list.Bytes hold them too.
+func (pf *parsedFile) addSubPlugins(dir string, list *libcni.NetworkConfigList) error {
+	pf.subDir = dir
+	plugins, skipped, err := readSubPlugins(dir, list.Name)
+	pf.subSkipped = skipped
+	if err != nil || len(plugins) == 0 {
+		return err
+	}
+	list.Plugins = append(list.Plugins, plugins...)
+	return inlinePlugins(list)
 }
 
 // inlinePlugins rewrites list.Bytes so that its "plugins" hold every plugin

@@ -32,32 +32,59 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	}
 	defer release()
 
+	files, err := m.cachedFiles(&pod)
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	if err := m.recordAll(pod.ID, files, log); err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, f := range files {
+		if err := m.cache.RemoveFile(f.path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, f.path)
+		log.WithFields(logrus.Fields{"network": f.att.Network, "ifname": f.att.IfName, "file": filepath.Base(f.path)}).
+			Info("Forgot CNI cache entry; the attachment stays recorded for GC")
+	}
+	return removed, errors.Join(errs...)
+}
+
+// cachedFile is one cache file of a sandbox and the attachment it names
+// (Network is "" for a corrupt file whose name cannot be split).
+type cachedFile struct {
+	path string
+	att  cache.Attachment
+}
+
+// cachedFiles lists the cache files of the sandbox, readable or corrupt.
+// The netns of each is the entry's, when usable, else the pod's.
+func (m *Manager) cachedFiles(pod *PodNetwork) ([]cachedFile, error) {
 	listing, err := m.cache.ForContainer(pod.ID)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
 	}
-	type file struct {
-		path string
-		att  cache.Attachment
-	}
-	var files []file
+	files := make([]cachedFile, 0, len(listing.Entries)+len(listing.Corrupt))
 	for _, e := range listing.Entries {
 		netns, nerr := storedNetNS(e.NetNS)
 		if nerr != nil || netns == "" {
 			netns = pod.NetNS
 		}
-		files = append(files, file{e.Path, cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}})
+		files = append(files, cachedFile{e.Path, cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}})
 	}
 	for _, ee := range listing.Corrupt {
-		// A corrupt entry goes too; its names come from its file name,
-		// when they can be known.
-		files = append(files, file{ee.Path, cache.Attachment{Network: ee.Network, IfName: ee.IfName, NetNS: pod.NetNS}})
+		files = append(files, cachedFile{ee.Path, cache.Attachment{Network: ee.Network, IfName: ee.IfName, NetNS: pod.NetNS}})
 	}
-	if len(files) == 0 {
-		return nil, nil
-	}
+	return files, nil
+}
 
-	recorded, rerr := m.cache.ReadOrder(pod.ID)
+// recordAll adds to the sandbox's order record every attachment the files
+// name that it lacks, replacing an unreadable record.
+func (m *Manager) recordAll(id string, files []cachedFile, log *logrus.Entry) error {
+	recorded, rerr := m.cache.ReadOrder(id)
 	if rerr != nil {
 		log.WithError(rerr).Warn("Replacing an unreadable attachment order record")
 		recorded = nil
@@ -71,22 +98,11 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 		}
 		atts = append(atts, f.att)
 	}
-	if rerr != nil || len(atts) > len(recorded) {
-		if err := m.cache.WriteOrder(pod.ID, atts); err != nil {
-			return nil, fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", pod.ID, err)
-		}
+	if rerr == nil && len(atts) == len(recorded) {
+		return nil
 	}
-
-	var removed []string
-	var errs []error
-	for _, f := range files {
-		if err := m.cache.RemoveFile(f.path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed = append(removed, f.path)
-		log.WithFields(logrus.Fields{"network": f.att.Network, "ifname": f.att.IfName, "file": filepath.Base(f.path)}).
-			Info("Forgot CNI cache entry; the attachment stays recorded for GC")
+	if err := m.cache.WriteOrder(id, atts); err != nil {
+		return fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", id, err)
 	}
-	return removed, errors.Join(errs...)
+	return nil
 }

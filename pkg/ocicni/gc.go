@@ -90,7 +90,14 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 		}
 	}
 	m.pruneRecords(recs, validIDs, outcomes, log)
+	errs = append(errs, m.gcVerbs(ctx, set, valid)...)
+	return errors.Join(errs...)
+}
 
+// gcVerbs sends the GC verb, with the valid attachments, to every loaded
+// network at CNI 1.1.0 or later that does not set disableGC.
+func (m *Manager) gcVerbs(ctx context.Context, set *networkSet, valid map[string][]types.GCAttachment) []error {
+	var errs []error
 	for _, name := range set.names() {
 		n := set.byName[name]
 		if n.list.DisableGC {
@@ -107,7 +114,7 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 			errs = append(errs, &NetworkError{Network: name, Verb: "GC", Err: err})
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // attachmentKey names one attachment of one container.

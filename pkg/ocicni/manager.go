@@ -93,7 +93,8 @@ func New(opts ...Option) (*Manager, error) {
 	var w *watcher
 	if o.watch {
 		var err error
-		if w, err = newWatcher(m); err != nil {
+		reload := func(ctx context.Context) { m.reload(ctx) }
+		if w, err = newWatcher(o.confDir, o.binDirs, o.debounce, reload, m.log); err != nil {
 			m.cancel()
 			versions.close()
 			return nil, err
@@ -102,7 +103,10 @@ func New(opts ...Option) (*Manager, error) {
 	m.reload(m.ctx)
 	if w != nil {
 		m.wg.Add(1)
-		go w.run()
+		go func() {
+			defer m.wg.Done()
+			w.run(m.ctx)
+		}()
 	}
 	return m, nil
 }

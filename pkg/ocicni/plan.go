@@ -113,6 +113,16 @@ func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
 	return list, nil
 }
 
+// found is what teardown planning learnt of a pod's attachments: which to
+// delete, in order, with their cache entries and corrupt cache files, and
+// outcomes for those that cannot be planned.
+type found struct {
+	keys     []NetAttachment
+	entries  map[NetAttachment]*cache.Entry
+	corrupt  map[NetAttachment]string // path of a corrupt entry
+	outcomes []Outcome
+}
+
 // teardownPlans finds the attachments to delete, in the order to delete
 // them: the requested networks in reverse request order, or, with none
 // requested, every attachment the cache or the order record knows of (see
@@ -124,51 +134,31 @@ func (m *Manager) teardownPlans(pod *PodNetwork, recorded []cache.Attachment, lo
 	if netns == "" && len(recorded) > 0 {
 		netns = m.recordedNetNS(recorded[0], log) // for attachments that were never cached
 	}
-	var (
-		keys     []NetAttachment
-		entries  map[NetAttachment]*cache.Entry
-		corrupt  map[NetAttachment]string
-		outcomes []Outcome
-	)
+	var f found
 	if len(pod.Networks) > 0 {
 		atts, err := assignIfnames(pod.Networks, "")
 		if err != nil {
 			return nil, nil, err
 		}
-		entries = make(map[NetAttachment]*cache.Entry, len(atts))
-		corrupt = map[NetAttachment]string{}
-		for i := len(atts) - 1; i >= 0; i-- {
-			keys = append(keys, atts[i])
-			// Without a readable entry the loaded config DELs. libcni
-			// must then not read a corrupt file (it may be a FIFO, or
-			// huge); any other read error means there is no entry.
-			e, err := m.cache.Get(atts[i].Name, pod.ID, atts[i].Ifname)
-			var ee *cache.EntryError
-			switch {
-			case err == nil:
-				entries[atts[i]] = e
-			case errors.Is(err, cache.ErrCorruptEntry) && errors.As(err, &ee):
-				corrupt[atts[i]] = ee.Path
-			}
-		}
+		f = m.collectRequested(pod.ID, atts)
 	} else {
-		keys, entries, corrupt, outcomes = m.collectCached(pod.ID, set, log)
-		keys = mergeRecorded(keys, recorded, outcomes)
-		if len(keys) == 0 && len(outcomes) == 0 && set.defaultName != "" {
+		f = m.collectCached(pod.ID, set, log)
+		f.keys = mergeRecorded(f.keys, recorded, f.outcomes)
+		if len(f.keys) == 0 && len(f.outcomes) == 0 && set.defaultName != "" {
 			// Nothing cached: the ADD may have failed before caching. DEL on
 			// the default network is harmless when there is nothing to delete.
-			keys = append(keys, NetAttachment{Name: set.defaultName, Ifname: DefaultInterfaceName})
+			f.keys = append(f.keys, NetAttachment{Name: set.defaultName, Ifname: DefaultInterfaceName})
 		}
-		sortForTeardown(keys, recorded)
+		sortForTeardown(f.keys, recorded)
 	}
 
-	plans := make([]*plan, 0, len(keys))
-	for _, k := range keys {
-		p, err := m.planFor(pod, netns, k, entries[k], set, log)
+	plans := make([]*plan, 0, len(f.keys))
+	for _, k := range f.keys {
+		p, err := m.planFor(pod, netns, k, f.entries[k], set, log)
 		if err != nil {
 			return nil, nil, err
 		}
-		if path := corrupt[k]; path != "" {
+		if path := f.corrupt[k]; path != "" {
 			p.entryPath, p.known = path, true
 		}
 		p.known = p.known || slices.ContainsFunc(recorded, func(a cache.Attachment) bool {
@@ -176,7 +166,28 @@ func (m *Manager) teardownPlans(pod *PodNetwork, recorded []cache.Attachment, lo
 		})
 		plans = append(plans, p)
 	}
-	return plans, outcomes, nil
+	return plans, f.outcomes, nil
+}
+
+// collectRequested returns the requested attachments in reverse request
+// order, with their cache entries. Without a readable entry the loaded
+// config DELs; libcni must then not read a corrupt file (it may be a
+// FIFO, or huge), so its path is kept. Any other read error means there is
+// no entry.
+func (m *Manager) collectRequested(id string, atts []NetAttachment) found {
+	f := found{entries: make(map[NetAttachment]*cache.Entry, len(atts)), corrupt: map[NetAttachment]string{}}
+	for i := len(atts) - 1; i >= 0; i-- {
+		f.keys = append(f.keys, atts[i])
+		e, err := m.cache.Get(atts[i].Name, id, atts[i].Ifname)
+		var ee *cache.EntryError
+		switch {
+		case err == nil:
+			f.entries[atts[i]] = e
+		case errors.Is(err, cache.ErrCorruptEntry) && errors.As(err, &ee):
+			f.corrupt[atts[i]] = ee.Path
+		}
+	}
+	return f
 }
 
 // collectCached returns the attachments of container id that the cache
@@ -185,37 +196,36 @@ func (m *Manager) teardownPlans(pod *PodNetwork, recorded []cache.Attachment, lo
 // corrupt entries, and a cache that cannot be listed, come back as Failed
 // outcomes: nothing can be run for them, and they stay for the next
 // teardown or GC.
-func (m *Manager) collectCached(id string, set *networkSet, log *logrus.Entry) (
-	keys []NetAttachment, entries map[NetAttachment]*cache.Entry, corrupt map[NetAttachment]string, outcomes []Outcome,
-) {
+func (m *Manager) collectCached(id string, set *networkSet, log *logrus.Entry) found {
+	var f found
 	listing, err := m.cache.ForContainer(id)
 	if err != nil {
-		outcomes = append(outcomes, Outcome{ContainerID: id, Class: Failed, Err: err})
+		f.outcomes = append(f.outcomes, Outcome{ContainerID: id, Class: Failed, Err: err})
 	}
-	entries = make(map[NetAttachment]*cache.Entry, len(listing.Entries))
-	corrupt = map[NetAttachment]string{}
+	f.entries = make(map[NetAttachment]*cache.Entry, len(listing.Entries))
+	f.corrupt = map[NetAttachment]string{}
 	for _, e := range listing.Entries {
 		k := NetAttachment{Name: e.Network, Ifname: e.IfName}
-		keys = append(keys, k) // one file per (network, ifname): no duplicates
-		entries[k] = e
+		f.keys = append(f.keys, k) // one file per (network, ifname): no duplicates
+		f.entries[k] = e
 	}
 	for _, ee := range listing.Corrupt {
 		k := NetAttachment{Name: ee.Network, Ifname: ee.IfName}
 		switch {
 		case ee.Network == "":
-			outcomes = append(outcomes, Outcome{ContainerID: id, Class: Failed, Err: ee})
+			f.outcomes = append(f.outcomes, Outcome{ContainerID: id, Class: Failed, Err: ee})
 		case set.byName[k.Name] == nil:
-			outcomes = append(outcomes, Outcome{ContainerID: id, Network: k.Name, IfName: k.Ifname, Class: Failed,
+			f.outcomes = append(f.outcomes, Outcome{ContainerID: id, Network: k.Name, IfName: k.Ifname, Class: Failed,
 				Err: fmt.Errorf("%w (no loaded config to delete it with)", ee)})
 		default:
 			log.WithError(ee).WithField("file", filepath.Base(ee.Path)).
 				Warn("Corrupt CNI cache entry; deleting with the loaded config")
-			corrupt[k] = ee.Path
-			keys = append(keys, k)
+			f.corrupt[k] = ee.Path
+			f.keys = append(f.keys, k)
 		}
 	}
-	warnDuplicateIfnames(keys, log)
-	return keys, entries, corrupt, outcomes
+	warnDuplicateIfnames(f.keys, log)
+	return f
 }
 
 // mergeRecorded adds the recorded attachments that neither keys nor the

@@ -40,18 +40,36 @@ func SandboxIPs(r NetResult) (iface *types100.Interface, ips []*types100.IPConfi
 	if err != nil {
 		return nil, nil, fmt.Errorf("ocicni: converting %s result of network %q: %w", r.Result.Version(), r.Name, err)
 	}
-	idx := -1
-	for i, in := range cur.Interfaces {
-		if in == nil || in.Sandbox == "" {
-			continue
-		}
-		if idx < 0 || (in.Name == r.Ifname && cur.Interfaces[idx].Name != r.Ifname) {
-			idx = i
-		}
-	}
+	idx := sandboxIndex(cur.Interfaces, r.Ifname)
 	if idx >= 0 {
 		iface = cur.Interfaces[idx]
 	}
+	ips = ipsOf(cur, idx)
+	if iface == nil && len(ips) == 0 {
+		return nil, nil, fmt.Errorf("%w: network %q", ErrNoSandboxInterface, r.Name)
+	}
+	return iface, ips, nil
+}
+
+// sandboxIndex returns the index of the sandbox interface: the one named
+// ifname, else the first with a sandbox, else -1.
+func sandboxIndex(ifaces []*types100.Interface, ifname string) int {
+	idx := -1
+	for i, in := range ifaces {
+		if in == nil || in.Sandbox == "" {
+			continue
+		}
+		if idx < 0 || (in.Name == ifname && ifaces[idx].Name != ifname) {
+			idx = i
+		}
+	}
+	return idx
+}
+
+// ipsOf returns the IPs of the interface at idx, and those without a
+// usable interface index, which are taken to be the sandbox's.
+func ipsOf(cur *types100.Result, idx int) []*types100.IPConfig {
+	var ips []*types100.IPConfig
 	for _, ip := range cur.IPs {
 		switch {
 		case ip == nil:
@@ -61,10 +79,7 @@ func SandboxIPs(r NetResult) (iface *types100.Interface, ips []*types100.IPConfi
 			ips = append(ips, ip)
 		}
 	}
-	if iface == nil && len(ips) == 0 {
-		return nil, nil, fmt.Errorf("%w: network %q", ErrNoSandboxInterface, r.Name)
-	}
-	return iface, ips, nil
+	return ips
 }
 
 // NetworkStatus is the STATUS outcome of one loaded network.

@@ -1,6 +1,7 @@
 package ocicni
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/sirupsen/logrus"
 )
 
 const (
@@ -27,17 +29,34 @@ const (
 // and recreated, is picked up. Every sub-folder of the conf dir is watched
 // too: a network's plugin sub-folder <confdir>/<name>/ adds plugins to it.
 type watcher struct {
-	m       *Manager
-	fsw     *fsnotify.Watcher
-	targets []string
+	confDir  string
+	targets  []string      // the conf dir and the bin dirs
+	debounce time.Duration // how long a burst of events is gathered
+	reload   func(context.Context)
+	log      *logrus.Entry
+	fsw      *fsnotify.Watcher
+
+	first time.Time   // start of the pending burst; zero when none
+	timer *time.Timer // fires the reload of the pending burst
 }
 
-func newWatcher(m *Manager) (*watcher, error) {
+// newWatcher watches confDir and binDirs, and calls reload after each
+// burst of changes. Its owner runs [watcher.run] and cancels its context.
+func newWatcher(confDir string, binDirs []string, debounce time.Duration, reload func(context.Context),
+	log *logrus.Entry,
+) (*watcher, error) {
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: creating fsnotify watcher: %w", err)
 	}
-	w := &watcher{m: m, fsw: fsw, targets: append([]string{m.opts.confDir}, m.opts.binDirs...)}
+	w := &watcher{
+		confDir:  confDir,
+		targets:  append([]string{confDir}, binDirs...),
+		debounce: debounce,
+		reload:   reload,
+		log:      log.WithField("component", "watcher"),
+		fsw:      fsw,
+	}
 	w.sync()
 	return w, nil
 }
@@ -54,10 +73,10 @@ func (w *watcher) sync() bool {
 			want[a] = true
 		}
 	}
-	if des, err := os.ReadDir(w.m.opts.confDir); err == nil {
+	if des, err := os.ReadDir(w.confDir); err == nil {
 		for _, de := range des {
 			if de.IsDir() {
-				want[filepath.Join(w.m.opts.confDir, de.Name())] = true
+				want[filepath.Join(w.confDir, de.Name())] = true
 			}
 		}
 	}
@@ -71,7 +90,7 @@ func (w *watcher) sync() bool {
 			continue
 		}
 		if err := w.fsw.Add(d); err != nil {
-			w.m.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
+			w.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
 			continue
 		}
 		if slices.Contains(w.targets, d) {
@@ -89,7 +108,7 @@ func (w *watcher) sync() bool {
 // relevant reports whether an event concerns a target dir or its content,
 // or the content of a plugin sub-folder of the conf dir.
 func (w *watcher) relevant(name string) bool {
-	if filepath.Dir(filepath.Dir(name)) == w.m.opts.confDir {
+	if filepath.Dir(filepath.Dir(name)) == w.confDir {
 		return true
 	}
 	for _, t := range w.targets {
@@ -100,31 +119,16 @@ func (w *watcher) relevant(name string) bool {
 	return false
 }
 
-func (w *watcher) run() {
-	defer w.m.wg.Done()
+// run handles events until ctx is done or the fsnotify channels close,
+// then closes the fsnotify watcher.
+func (w *watcher) run(ctx context.Context) {
 	defer w.fsw.Close()
-	ctx := w.m.ctx
-	log := w.m.log.WithField("component", "watcher")
-
 	resync := time.NewTicker(resyncInterval)
 	defer resync.Stop()
-	timer := time.NewTimer(0)
-	if !timer.Stop() {
-		<-timer.C
+	w.timer = time.NewTimer(0)
+	if !w.timer.Stop() {
+		<-w.timer.C
 	}
-	var first time.Time // start of the pending burst; zero when none
-	schedule := func() {
-		now := time.Now()
-		if first.IsZero() {
-			first = now
-		}
-		delay := w.m.opts.debounce
-		if rest := maxReloadDelay - now.Sub(first); rest < delay {
-			delay = max(rest, 0)
-		}
-		timer.Reset(delay)
-	}
-
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,35 +137,59 @@ func (w *watcher) run() {
 			if !ok {
 				return
 			}
-			if !w.relevant(ev.Name) {
-				continue
-			}
-			log.WithField("event", ev.String()).Debug("CNI directory event")
-			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Create) {
-				w.sync() // a target dir may have gone or come
-			}
-			schedule()
+			w.event(ev)
 		case err, ok := <-w.fsw.Errors:
 			if !ok {
 				return
 			}
-			// An overflow or a lost watch: log, re-check, reload everything.
-			log.WithError(err).Error("CNI directory watch error; re-syncing")
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				log.Warn("Event queue overflowed")
-			}
+			w.failed(err)
+		case <-w.timer.C:
+			w.first = time.Time{}
 			w.sync()
-			schedule()
-		case <-timer.C:
-			first = time.Time{}
-			w.sync()
-			w.m.reload(ctx)
+			w.reload(ctx)
 		case <-resync.C:
 			if w.sync() {
-				schedule()
+				w.schedule()
 			}
 		}
 	}
+}
+
+// event schedules a reload for a relevant event, and re-syncs the watches
+// when a dir may have come or gone.
+func (w *watcher) event(ev fsnotify.Event) {
+	if !w.relevant(ev.Name) {
+		return
+	}
+	w.log.WithField("event", ev.String()).Debug("CNI directory event")
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Create) {
+		w.sync() // a target dir may have gone or come
+	}
+	w.schedule()
+}
+
+// failed handles an overflow or a lost watch: re-check, reload everything.
+func (w *watcher) failed(err error) {
+	w.log.WithError(err).Error("CNI directory watch error; re-syncing")
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		w.log.Warn("Event queue overflowed")
+	}
+	w.sync()
+	w.schedule()
+}
+
+// schedule (re)arms the reload timer: debounce after the latest event, but
+// no later than maxReloadDelay after the first event of the burst.
+func (w *watcher) schedule() {
+	now := time.Now()
+	if w.first.IsZero() {
+		w.first = now
+	}
+	delay := w.debounce
+	if rest := maxReloadDelay - now.Sub(w.first); rest < delay {
+		delay = max(rest, 0)
+	}
+	w.timer.Reset(delay)
 }
 
 func isDir(p string) bool {
