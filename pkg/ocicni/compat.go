@@ -1,10 +1,5 @@
 package ocicni
 
-import (
-	"os"
-	"strings"
-)
-
 // InitCNI takes a binary directory in which to search for CNI plugins, and
 // a configuration directory in which to search for CNI JSON config files.
 // If no valid CNI configs exist, network requests will fail until valid CNI
@@ -29,5 +24,3 @@ func InitCNINoInotify(defaultNetName, confDir, cacheDir string, binDirs ...strin
 	return New(WithDefaultNetwork(defaultNetName), WithConfDir(confDir), WithCacheDir(cacheDir),
 		WithBinDirs(binDirs...), WithoutWatcher())
 }
-
-func joinPath(dirs []string) string { return strings.Join(dirs, string(os.PathListSeparator)) }

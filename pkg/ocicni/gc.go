@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -312,6 +314,9 @@ func (m *Manager) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, va
 	}
 	return errors.Join(errs...)
 }
+
+// joinPath joins bin dirs into a CNI_PATH value.
+func joinPath(dirs []string) string { return strings.Join(dirs, string(os.PathListSeparator)) }
 
 func appendUnique(list []types.GCAttachment, a types.GCAttachment) []types.GCAttachment {
 	for _, x := range list {

@@ -3,6 +3,8 @@ package ocicni
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -166,4 +168,30 @@ func (m *Manager) StatusWithContext(ctx context.Context) error {
 		return &NetworkError{Network: n.name, Verb: "STATUS", Err: err}
 	}
 	return nil
+}
+
+// NetworkStatus is the STATUS outcome of one loaded network.
+type NetworkStatus struct {
+	Network string
+	Default bool
+	// Err is nil when the network is ready or its version predates
+	// STATUS. A plugin's *types.Error, with codes such as
+	// ErrCodePluginNotAvailable, is reachable with errors.As.
+	Err error
+}
+
+// NetworkStatuses runs STATUS on every loaded network whose version is
+// 1.1.0 or later and reports each, sorted by network name.
+func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
+	set := m.snapshot()
+	out := make([]NetworkStatus, 0, len(set.byName))
+	for name, n := range set.byName {
+		st := NetworkStatus{Network: name, Default: name == set.defaultName}
+		if err := m.cni.GetStatusNetworkList(ctx, n.list); err != nil {
+			st.Err = &NetworkError{Network: name, Verb: "STATUS", Err: err}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b NetworkStatus) int { return strings.Compare(a.Network, b.Network) })
+	return out
 }
