@@ -41,6 +41,9 @@ var (
 	// of this package. No method returns it: after [Manager.Shutdown] the
 	// manager keeps serving, as cri-o/ocicni's does.
 	ErrShutdown = errors.New("ocicni: manager is shut down")
+	// ErrUnsupportedPlatform is returned, off Linux, by operations that
+	// enter a network namespace.
+	ErrUnsupportedPlatform = errors.New("ocicni: network namespaces are only supported on Linux")
 	// ErrRollbackPending is matched by a [SetupError] returned when the
 	// caller's context ended during setup: the call returned at once, and
 	// the rollback of what was attached goes on in the background, holding
