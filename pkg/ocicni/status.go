@@ -46,6 +46,10 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 	}
 	results := make([]NetResult, 0, len(atts))
 	for _, att := range atts {
+		// Without a readable entry (none, or a corrupt one) status uses
+		// the loaded config and reads the interface from the netns, which
+		// is what a cached result would have said; the teardown and GC
+		// report corrupt entries.
 		entry, err := m.cache.Get(att.Name, pod.ID, att.Ifname)
 		if err != nil {
 			entry = nil
