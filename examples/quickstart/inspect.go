@@ -12,7 +12,6 @@ import (
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
@@ -70,13 +69,13 @@ func printResults(results []ocicni.NetResult, bridge string) (*attachment, error
 // kernel reports them, and checks that the attached one has its address.
 func printNetNS(nsPath string, att *attachment) error {
 	found := false
-	err := netns.Do(nsPath, func() error {
+	err := inNetNS(nsPath, func() error {
 		ifaces, err := net.Interfaces()
 		if err != nil {
 			return err
 		}
 		for _, iface := range ifaces {
-			_, addrs, err := netns.Addrs(iface.Name)
+			addrs, err := linkAddrs(iface.Name)
 			if err != nil {
 				return err
 			}
@@ -139,7 +138,7 @@ func verify(c leftoverCheck) error {
 	}
 
 	var inNS []string
-	err := netns.Do(c.nsPath, func() error {
+	err := inNetNS(c.nsPath, func() error {
 		links, err := hostLinks() // in the netns, despite the name
 		inNS = slices.DeleteFunc(links, func(n string) bool { return n == "lo" })
 		return err
@@ -149,7 +148,7 @@ func verify(c leftoverCheck) error {
 	var veths []string
 	var vethErr error
 	for _, v := range c.att.HostVeths {
-		ok, err := netns.LinkExists(v)
+		ok, err := linkExists(v)
 		vethErr = errors.Join(vethErr, err)
 		if ok {
 			veths = append(veths, v)

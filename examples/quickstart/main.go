@@ -13,6 +13,11 @@
 // temporary directories too, so it touches neither /etc/cni nor
 // /var/lib/cni. It removes everything it created before it exits, and exits
 // non-zero if any step or check fails.
+//
+// The program uses only ocicni's public packages, pkg/ocicni and pkg/cache.
+// The namespace and link helpers it needs are in netns_linux.go, so it can
+// be copied out of the repository into a module of its own; there, pass
+// -bin-dir, since the plugins are built from the repository's tools module.
 package main
 
 import (
@@ -30,7 +35,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
@@ -84,14 +88,14 @@ func run(ctx context.Context, binDir string) (err error) {
 		return err
 	}
 	// The bridge plugin creates the bridge on first use and never deletes it.
-	defer cleanup(&err, "deleted bridge "+bundle.Bridge, func() error { return netns.DeleteLink(bundle.Bridge) })
+	defer cleanup(&err, "deleted bridge "+bundle.Bridge, func() error { return deleteLink(bundle.Bridge) })
 
 	step("Creating a network namespace")
-	nsPath, err := netns.New()
+	nsPath, err := newNetNS("ocicni-quickstart-" + randomHex(4))
 	if err != nil {
 		return err
 	}
-	defer cleanup(&err, "removed netns "+nsPath, func() error { return netns.Remove(nsPath) })
+	defer cleanup(&err, "removed netns "+nsPath, func() error { return removeNetNS(nsPath) })
 	fmt.Printf("    %s\n", nsPath)
 
 	step("Creating the manager")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/seed-671fdd43/ocicni/internal/netns"
 )
 
 // errNoReply is returned when an echo request gets no reply in time.
@@ -24,9 +22,9 @@ func ping(nsPath string, dst net.IP, attempts int, timeout time.Duration) error 
 	if dst4 == nil {
 		return fmt.Errorf("ping: %v is not an IPv4 address", dst)
 	}
-	return netns.Do(nsPath, func() error {
+	return inNetNS(nsPath, func() error {
 		// A raw socket belongs to the namespace of the thread that opens
-		// it, which netns.Do has switched into.
+		// it, which inNetNS has switched into.
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
 		if err != nil {
 			return fmt.Errorf("ping: raw socket: %w", err)
