@@ -1,0 +1,693 @@
+package ocicni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// TestChurnUnderFaults sizing and fault parameters. The pod count sets the
+// run time: about two minutes under -race on two cores.
+const (
+	churnSeed            = 0x0c1c41
+	churnPods            = 400
+	churnWorkers         = 8
+	churnNetworks        = 3
+	churnTeardownRetries = 3 // teardown attempts after the first, during churn
+	// churnCallTimeout is every churn call's deadline: it kills hung
+	// plugins. The rollback gets its own.
+	churnCallTimeout     = time.Second
+	churnRollbackTimeout = time.Second
+	// churnSlowDelMs is a DEL slower than any churn deadline, but finite,
+	// so that an attachment cached with it is deleted by the final cleanup.
+	churnSlowDelMs = 2500
+	// churnHangMs is a plugin call that only ends when it is killed.
+	churnHangMs = 600_000
+	// churnFaultOn is the probability that a resampled fault flag is on.
+	churnFaultOn = 0.1
+)
+
+// churnFault is a fault that a flag file switches on, per network.
+type churnFault int
+
+const (
+	faultAddErr   churnFault = iota // the recorder fails ADD with code 11
+	faultAddCrash                   // a second recorder crashes on ADD
+	faultDelErr                     // the recorder fails DEL and GC with code 100
+	faultDelCrash                   // the second recorder crashes on DEL
+	numChurnFaults
+)
+
+// churnVariant is a config file variant. The recorder's sleeps do not
+// depend on flag files, so hangs come and go with config rewrites.
+type churnVariant int
+
+const (
+	variantBase churnVariant = iota
+	// variantAddHang: ADD hangs after bridge attached, until the deadline
+	// kills it; the rollback then deletes.
+	variantAddHang
+	// variantDelHang: ADD fails after bridge attached, and the rollback's
+	// DEL hangs until the rollback timeout kills it, which leaves an
+	// attachment known only from the order record. DELs with the loaded
+	// config hang too while this variant is loaded.
+	variantDelHang
+	// variantSlowDel: ADD succeeds and caches a config whose DEL outlasts
+	// every churn deadline; only the final cleanup deletes it.
+	variantSlowDel
+	numChurnVariants
+)
+
+var churnVariantNames = [numChurnVariants]string{"base", "add-hang", "del-hang", "slow-del"}
+
+// churnNet is one bridge+host-local network chained with two recorders.
+type churnNet struct {
+	name, version string
+	net           testenv.Net
+	file          string
+	flags         [numChurnFaults]string
+}
+
+// conflist returns the network's config in variant v: bridge with
+// host-local, a recorder that logs every call and fails while a flag is
+// on, a recorder that crashes while a flag is on, and for the hang
+// variants a third recorder that sleeps.
+func (n *churnNet) conflist(e *itEnv, v churnVariant) string {
+	rec := e.recorder(n.name, n.version, map[string]any{
+		"add": map[string]any{"errorCode": 11, "errorMsg": "injected ADD failure", "onlyIfExists": n.flags[faultAddErr]},
+		"del": map[string]any{"errorCode": 100, "errorMsg": "injected DEL failure", "onlyIfExists": n.flags[faultDelErr]},
+		"gc":  map[string]any{"errorCode": 11, "errorMsg": "injected GC failure", "onlyIfExists": n.flags[faultDelErr]},
+	})
+	crasher := testenv.RecorderConf(n.name, n.version, "", map[string]any{
+		"add": map[string]any{"crash": true, "onlyIfExists": n.flags[faultAddCrash]},
+		"del": map[string]any{"crash": true, "onlyIfExists": n.flags[faultDelCrash]},
+	})
+	plugins := []string{rec, crasher}
+	switch v {
+	case variantAddHang:
+		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, "", map[string]any{
+			"add": map[string]any{"sleepMs": churnHangMs},
+		}))
+	case variantDelHang:
+		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, "", map[string]any{
+			"add": map[string]any{"errorCode": 11, "errorMsg": "ADD refused while DEL hangs"},
+			"del": map[string]any{"sleepMs": churnHangMs},
+		}))
+	case variantSlowDel:
+		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, "", map[string]any{
+			"del": map[string]any{"sleepMs": churnSlowDelMs},
+		}))
+	}
+	return testenv.BridgeConflist(n.name, n.version, n.net, e.dataDir, plugins...)
+}
+
+// basePlugins is the plugin count of variantBase: bridge and two recorders.
+const basePlugins = 3
+
+// churnPod is one pod's life, kept for the report.
+type churnPod struct {
+	pod     PodNetwork // Networks holds the requested networks
+	nsGone  bool       // its netns was removed
+	clean   bool       // a teardown succeeded
+	history []string
+}
+
+func (p *churnPod) log(format string, args ...any) {
+	p.history = append(p.history, fmt.Sprintf(format, args...))
+}
+
+// churnStats are the figures the test reports.
+type churnStats struct {
+	flagsOn, confRemoved, confRestored                          atomic.Int64
+	variants                                                    [numChurnVariants]atomic.Int64
+	setupOK, setupFailed, setupKilled, rollbackFailed           atomic.Int64
+	setupNoNetwork, lockTimeouts, statusOK                      atomic.Int64
+	teardownFirstTry, teardownRetries, teardownFailed, orphaned atomic.Int64
+	gcRuns, gcErrors, netnsRemoved                              atomic.Int64
+	// okNanos and okMax time the successful setups and teardowns, to show
+	// how far the churn deadline is from an ordinary call.
+	okCalls, okNanos, okMax atomic.Int64
+}
+
+func (s *churnStats) timeOK(d time.Duration) {
+	s.okCalls.Add(1)
+	s.okNanos.Add(int64(d))
+	for {
+		cur := s.okMax.Load()
+		if int64(d) <= cur || s.okMax.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// churn is the state shared by the workers, the chaos steps and GC.
+type churn struct {
+	t      *testing.T
+	e      *itEnv
+	m      *Manager
+	nets   []*churnNet
+	stage  string // where config files are written before the rename
+	suffix string // makes the pod IDs of this run unique
+	stats  churnStats
+
+	confMu  sync.Mutex // guards present, variant, flagOn and the files they describe
+	present []bool
+	variant []churnVariant
+	flagOn  [][numChurnFaults]bool
+
+	// setupMu is held shared from a pod's registration as live until its
+	// SetUpPod returns, and exclusively around each GC, so that the valid
+	// set cannot miss a pod set up meanwhile: a runtime passes the
+	// sandboxes it lists under its own lock. Lock order: setupMu, liveMu.
+	setupMu sync.RWMutex
+	liveMu  sync.Mutex // guards live
+	live    map[string]*PodNetwork
+
+	nsMu  sync.Mutex // guards netns
+	netns []string   // every pod netns, removed or not
+
+	gcKick chan struct{}
+}
+
+// TestChurnUnderFaults runs a few hundred pods on three real
+// bridge+host-local networks while their plugins fail, crash and hang at
+// random (fixed seed), their config files are rewritten, removed and
+// restored, and GC runs with the live pods as valid. Once the faults are
+// cleared and the configs restored, retried teardowns and one GC must
+// leave nothing behind: no reservation, veth, interface, cache entry,
+// order record, host-local state or plugin process.
+func TestChurnUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping churn test in short mode")
+	}
+	e := newITEnv(t)
+	c := newChurn(t, e)
+	anchors := c.startAnchors()
+
+	start := time.Now()
+	pods := make([]*churnPod, churnPods)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	gcDone := make(chan struct{})
+	go c.gcLoop(gcDone)
+	for range churnWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < churnPods; i = int(next.Add(1) - 1) {
+				pods[i] = &churnPod{}
+				c.runPod(i, pods[i])
+			}
+		}()
+	}
+	wg.Wait()
+	close(c.gcKick)
+	<-gcDone
+	churnTime := time.Since(start)
+
+	// Faults off, configs back, then every pod whose teardown still fails
+	// is retried, as a runtime does for the sandboxes it could not stop.
+	start = time.Now()
+	c.restoreAll()
+	finalTeardowns := c.finalTeardowns(pods)
+	for _, a := range anchors {
+		c.setLive(a, false)
+		require.NoError(t, c.m.TearDownPodWithContext(e.ctx(), *a), "anchor %s", a.Name)
+	}
+	gcErr := c.m.GC(e.ctx(), []*PodNetwork{})
+	assert.NoError(t, gcErr, "final GC")
+	networks := map[string]testenv.Net{}
+	for _, n := range c.nets {
+		networks[n.name] = n.net
+	}
+	left := e.requireNoLeftovers(networks, c.netnsPaths())
+	c.report(pods, left)
+
+	s := &c.stats
+	injected := s.flagsOn.Load() + s.confRemoved.Load()
+	for v := variantAddHang; v < numChurnVariants; v++ {
+		injected += s.variants[v].Load()
+	}
+	t.Logf("churn: %d pods, %d workers, %d networks, seed %#x, %v churn + %v cleanup",
+		churnPods, churnWorkers, churnNetworks, churnSeed, churnTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("faults injected: %d (fault flags switched on %d, configs removed %d, restored %d, rewritten as %s)",
+		injected, s.flagsOn.Load(), s.confRemoved.Load(), s.confRestored.Load(), c.variantCounts())
+	t.Logf("setups: %d ok, %d failed (%d killed at the deadline, %d with a failed rollback), %d with a network absent; %d status checks of live pods",
+		s.setupOK.Load(), s.setupFailed.Load(), s.setupKilled.Load(), s.rollbackFailed.Load(),
+		s.setupNoNetwork.Load(), s.statusOK.Load())
+	t.Logf("teardowns: %d ok at the first try, %d retries during churn (%d orphaned outcomes), %d pods still failing after %d retries, %d final teardowns; %d netns removed by the 'runtime'; %d setups and teardowns timed out waiting for GC",
+		s.teardownFirstTry.Load(), s.teardownRetries.Load(), s.orphaned.Load(), s.teardownFailed.Load(),
+		churnTeardownRetries, finalTeardowns, s.netnsRemoved.Load(), s.lockTimeouts.Load())
+	if n := s.okCalls.Load(); n > 0 {
+		t.Logf("successful setups and teardowns: %d, mean %v, max %v (churn deadline %v)", n,
+			time.Duration(s.okNanos.Load()/n).Round(time.Millisecond), time.Duration(s.okMax.Load()).Round(time.Millisecond), churnCallTimeout)
+	}
+	t.Logf("GC: %d runs concurrent with churn, %d returned errors; final GC error: %v", s.gcRuns.Load(), s.gcErrors.Load(), gcErr)
+	t.Logf("leftovers: %d (%s)", left.count(), left)
+}
+
+func newChurn(t *testing.T, e *itEnv) *churn {
+	t.Helper()
+	c := &churn{
+		t: t, e: e, stage: filepath.Join(filepath.Dir(e.confDir), "stage"), suffix: randHex(t),
+		present: make([]bool, churnNetworks), variant: make([]churnVariant, churnNetworks),
+		flagOn: make([][numChurnFaults]bool, churnNetworks),
+		live:   map[string]*PodNetwork{}, gcKick: make(chan struct{}, 1),
+	}
+	require.NoError(t, os.MkdirAll(c.stage, 0o755))
+	flagDir := t.TempDir()
+	for i := range churnNetworks {
+		n := &churnNet{name: fmt.Sprintf("churn%d", i), version: "1.0.0", net: testenv.Alloc(t)}
+		if i == 1 {
+			n.version = "1.1.0" // gets the GC verb
+		}
+		n.file = filepath.Join(e.confDir, fmt.Sprintf("%d0-%s.conflist", i+1, n.name))
+		for k := range numChurnFaults {
+			n.flags[k] = filepath.Join(flagDir, fmt.Sprintf("%s-fault%d", n.name, k))
+		}
+		c.nets = append(c.nets, n)
+		c.present[i] = true
+		require.NoError(t, c.writeConf(n, variantBase))
+	}
+	c.m = e.start(withWatcher, WithReloadDebounce(5*time.Millisecond), WithRollbackTimeout(churnRollbackTimeout))
+	return c
+}
+
+// startAnchors sets up one pod per network that stays live until the
+// end. It keeps a port on each bridge: when the last port goes, the
+// kernel zeroes the bridge's MAC, and concurrent ADDs may then pin
+// different ones, which fails bridge's CHECK for reasons unrelated to
+// this test.
+func (c *churn) startAnchors() []*PodNetwork {
+	var anchors []*PodNetwork
+	for _, n := range c.nets {
+		a := c.e.pod("anchor-" + n.name)
+		a.Networks = []NetAttachment{{Name: n.name}}
+		c.e.setUp(a)
+		c.setLive(&a, true)
+		c.trackNetns(a.NetNS) // removed by testenv.NewNS's cleanup
+		anchors = append(anchors, &a)
+	}
+	return anchors
+}
+
+// runPod is one pod's life: setup (faults roll it back), maybe a status
+// check, then teardown, retried on error.
+func (c *churn) runPod(i int, p *churnPod) {
+	t := c.t
+	r := rand.New(rand.NewPCG(churnSeed, uint64(i)))
+	c.chaos(r)
+	ns, err := netns.New()
+	if err != nil {
+		t.Errorf("pod %d: %v", i, err)
+		return
+	}
+	c.trackNetns(ns)
+	t.Cleanup(func() {
+		if err := netns.Remove(ns); err != nil {
+			t.Errorf("remove netns %s: %v", ns, err)
+		}
+	})
+	p.pod = PodNetwork{
+		Name: fmt.Sprintf("p%03d", i), Namespace: "churn", UID: fmt.Sprintf("uid-%03d", i),
+		ID: fmt.Sprintf("churn-%s-%03d", c.suffix, i), NetNS: ns,
+	}
+	for _, k := range r.Perm(churnNetworks)[:1+r.IntN(churnNetworks)] {
+		p.pod.Networks = append(p.pod.Networks, NetAttachment{Name: c.nets[k].name})
+	}
+
+	c.setupMu.RLock()
+	c.setLive(&p.pod, true)
+	ctx, cancel := context.WithTimeout(context.Background(), churnCallTimeout)
+	began := time.Now()
+	_, err = c.m.SetUpPodWithContext(ctx, p.pod)
+	cancel()
+	c.setupMu.RUnlock()
+	if err == nil {
+		c.stats.timeOK(time.Since(began))
+	}
+	p.log("setup %v: %v", p.pod.Networks, err)
+	c.countSetup(p, err)
+
+	if err == nil && r.IntN(2) == 0 {
+		c.chaos(r)
+		// A live pod is never collected by GC, so CHECK passes whatever
+		// the faults (they do not apply to CHECK).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := c.m.GetPodNetworkStatusWithContext(ctx, p.pod)
+		cancel()
+		if assert.NoError(t, err, "status of live pod %s", p.pod.ID) && assert.Len(t, res, len(p.pod.Networks)) {
+			c.stats.statusOK.Add(1)
+		}
+	}
+	c.setLive(&p.pod, false)
+
+	for attempt := 0; attempt <= churnTeardownRetries; attempt++ {
+		if attempt > 0 {
+			c.stats.teardownRetries.Add(1)
+		}
+		c.chaos(r)
+		req := PodNetwork{Name: p.pod.Name, Namespace: p.pod.Namespace, UID: p.pod.UID, ID: p.pod.ID, NetNS: p.pod.NetNS}
+		if r.IntN(2) == 0 {
+			req.Networks = p.pod.Networks
+		}
+		if r.IntN(6) == 0 {
+			req.NetNS = "" // by ID, as after a runtime restart
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), churnCallTimeout)
+		began := time.Now()
+		err := c.m.TearDownPodWithContext(ctx, req)
+		cancel()
+		p.log("teardown %d (networks %v, netns %q): %v", attempt, req.Networks, req.NetNS, err)
+		if err == nil {
+			c.stats.timeOK(time.Since(began))
+			p.clean = true
+			if attempt == 0 {
+				c.stats.teardownFirstTry.Add(1)
+			}
+			break
+		}
+		c.countTeardownError(p, err)
+		if !p.nsGone && r.IntN(6) == 0 {
+			c.removeNetns(p, "after a failed teardown") // the runtime gave up on it
+		}
+	}
+	switch {
+	case !p.clean:
+		c.stats.teardownFailed.Add(1)
+	case !p.nsGone && r.IntN(3) > 0:
+		c.removeNetns(p, "after teardown")
+	}
+}
+
+func (c *churn) countSetup(p *churnPod, err error) {
+	var se *SetupError
+	switch {
+	case err == nil:
+		c.stats.setupOK.Add(1)
+	case errors.As(err, &se):
+		c.stats.setupFailed.Add(1)
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.stats.setupKilled.Add(1)
+		}
+		if se.Rollback != nil {
+			c.stats.rollbackFailed.Add(1)
+		}
+	case errors.Is(err, ErrNetworkNotFound):
+		c.stats.setupNoNetwork.Add(1)
+	case errors.Is(err, context.DeadlineExceeded): // waiting for GC
+		c.stats.lockTimeouts.Add(1)
+	default:
+		c.t.Errorf("pod %s: unexpected setup error: %v", p.pod.ID, err)
+	}
+}
+
+func (c *churn) countTeardownError(p *churnPod, err error) {
+	var te *TeardownError
+	switch {
+	case errors.As(err, &te):
+		for _, o := range te.Failures() {
+			if o.Class == Orphaned {
+				c.stats.orphaned.Add(1)
+			}
+		}
+	case errors.Is(err, context.DeadlineExceeded): // waiting for GC
+		c.stats.lockTimeouts.Add(1)
+	default:
+		c.t.Errorf("pod %s: unexpected teardown error: %v", p.pod.ID, err)
+	}
+}
+
+// chaos is one random step of the environment: a fault flag resampled, a
+// config file rewritten, removed or restored, a GC requested.
+func (c *churn) chaos(r *rand.Rand) {
+	for n := range churnNetworks {
+		for k := range numChurnFaults {
+			if r.Float64() < 0.25 {
+				c.setFlag(n, k, r.Float64() < churnFaultOn)
+			}
+		}
+	}
+	if r.Float64() < 0.06 {
+		c.changeConf(r.IntN(churnNetworks), r)
+	}
+	if r.Float64() < 0.2 {
+		c.calmConf(r.IntN(churnNetworks)) // keeps hang episodes short, or the test is all waiting
+	}
+	if r.Float64() < 0.05 {
+		select {
+		case c.gcKick <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+}
+
+func (c *churn) setFlag(n int, k churnFault, on bool) {
+	c.confMu.Lock()
+	defer c.confMu.Unlock()
+	if c.flagOn[n][k] == on {
+		return
+	}
+	c.flagOn[n][k] = on
+	path := c.nets[n].flags[k]
+	if on {
+		c.stats.flagsOn.Add(1)
+		assert.NoError(c.t, os.WriteFile(path, nil, 0o644))
+	} else {
+		assert.NoError(c.t, os.Remove(path))
+	}
+}
+
+// changeConf restores a removed config file, or else removes or rewrites
+// it, as a network provider does.
+func (c *churn) changeConf(n int, r *rand.Rand) {
+	c.confMu.Lock()
+	defer c.confMu.Unlock()
+	cn := c.nets[n]
+	switch {
+	case !c.present[n]:
+		c.present[n], c.variant[n] = true, variantBase
+		c.stats.confRestored.Add(1)
+		assert.NoError(c.t, c.writeConf(cn, variantBase))
+	case r.IntN(3) == 0:
+		c.present[n] = false
+		c.stats.confRemoved.Add(1)
+		assert.NoError(c.t, os.Remove(cn.file))
+	default:
+		v := variantBase
+		switch x := r.IntN(20); {
+		case x < 5:
+			v = variantAddHang
+		case x < 9:
+			v = variantDelHang
+		case x < 13:
+			v = variantSlowDel
+		}
+		c.variant[n] = v
+		c.stats.variants[v].Add(1)
+		assert.NoError(c.t, c.writeConf(cn, v))
+	}
+}
+
+// calmConf restores a removed config file, or rewrites one of the hang
+// variants as the base variant.
+func (c *churn) calmConf(n int) {
+	c.confMu.Lock()
+	defer c.confMu.Unlock()
+	if c.present[n] && c.variant[n] == variantBase {
+		return
+	}
+	if !c.present[n] {
+		c.stats.confRestored.Add(1)
+	}
+	c.present[n], c.variant[n] = true, variantBase
+	assert.NoError(c.t, c.writeConf(c.nets[n], variantBase))
+}
+
+// writeConf replaces a config file atomically, as provisioning tools do.
+func (c *churn) writeConf(n *churnNet, v churnVariant) error {
+	f, err := os.CreateTemp(c.stage, n.name+"-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(n.conflist(c.e, v)); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), n.file)
+}
+
+// restoreAll clears every fault, writes every config back in its base
+// variant, and waits until the manager has loaded them.
+func (c *churn) restoreAll() {
+	t := c.t
+	t.Helper()
+	for n := range c.nets {
+		for k := range numChurnFaults {
+			c.setFlag(n, k, false)
+		}
+		c.confMu.Lock()
+		c.present[n], c.variant[n] = true, variantBase
+		require.NoError(t, c.writeConf(c.nets[n], variantBase))
+		c.confMu.Unlock()
+	}
+	require.Eventually(t, func() bool {
+		set := c.m.snapshot()
+		for _, n := range c.nets {
+			if l := set.byName[n.name]; l == nil || len(l.list.Plugins) != basePlugins {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the watcher loads the restored configs")
+}
+
+// finalTeardowns retries the teardown of every pod that is not clean
+// yet, in parallel, and returns how many teardowns that took.
+func (c *churn) finalTeardowns(pods []*churnPod) int64 {
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	todo := make(chan *churnPod)
+	for range churnWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range todo {
+				for attempt := 0; !p.clean && attempt < 3; attempt++ {
+					count.Add(1)
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					req := PodNetwork{Name: p.pod.Name, Namespace: p.pod.Namespace, UID: p.pod.UID, ID: p.pod.ID, NetNS: p.pod.NetNS}
+					err := c.m.TearDownPodWithContext(ctx, req)
+					cancel()
+					p.log("final teardown %d: %v", attempt, err)
+					p.clean = err == nil
+				}
+				assert.True(c.t, p.clean, "pod %s: teardown fails with faults cleared and configs restored:\n%s",
+					p.pod.ID, strings.Join(p.history, "\n"))
+			}
+		}()
+	}
+	for _, p := range pods {
+		if p != nil && p.pod.ID != "" && !p.clean {
+			todo <- p
+		}
+	}
+	close(todo)
+	wg.Wait()
+	return count.Load()
+}
+
+// gcLoop runs GC, with the live pods as valid, each time a chaos step asks
+// for it, until gcKick is closed.
+func (c *churn) gcLoop(done chan<- struct{}) {
+	defer close(done)
+	for range c.gcKick {
+		c.setupMu.Lock()
+		valid := c.livePods()
+		ctx, cancel := context.WithTimeout(context.Background(), churnCallTimeout)
+		err := c.m.GC(ctx, valid)
+		cancel()
+		c.setupMu.Unlock()
+		c.stats.gcRuns.Add(1)
+		if err != nil {
+			c.stats.gcErrors.Add(1)
+		}
+	}
+}
+
+func (c *churn) setLive(p *PodNetwork, live bool) {
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if live {
+		c.live[p.ID] = p
+	} else {
+		delete(c.live, p.ID)
+	}
+}
+
+func (c *churn) livePods() []*PodNetwork {
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	out := make([]*PodNetwork, 0, len(c.live))
+	for _, p := range c.live {
+		q := *p
+		out = append(out, &q)
+	}
+	return out
+}
+
+// trackNetns adds a pod netns to those checked for leftover interfaces.
+func (c *churn) trackNetns(path string) {
+	c.nsMu.Lock()
+	defer c.nsMu.Unlock()
+	c.netns = append(c.netns, path)
+}
+
+func (c *churn) netnsPaths() []string {
+	c.nsMu.Lock()
+	defer c.nsMu.Unlock()
+	return append([]string(nil), c.netns...)
+}
+
+// removeNetns deletes a pod's netns, as a runtime does when it stops the
+// sandbox, whether or not the teardown succeeded.
+func (c *churn) removeNetns(p *churnPod, why string) {
+	if err := netns.Remove(p.pod.NetNS); err != nil {
+		c.t.Errorf("pod %s: %v", p.pod.ID, err)
+		return
+	}
+	p.nsGone = true
+	p.log("netns removed %s", why)
+	c.stats.netnsRemoved.Add(1)
+}
+
+func (c *churn) variantCounts() string {
+	parts := make([]string, 0, numChurnVariants)
+	for v := range numChurnVariants {
+		parts = append(parts, fmt.Sprintf("%s %d", churnVariantNames[v], c.stats.variants[v].Load()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// report logs, for every pod that leftovers name, its history and the
+// manager's warnings about it, which is the reproduction of a leak.
+func (c *churn) report(pods []*churnPod, left *leftovers) {
+	if left.count() == 0 {
+		return
+	}
+	byID := map[string]*churnPod{}
+	ids := make([]string, 0, len(pods))
+	for _, p := range pods {
+		if p != nil {
+			byID[p.pod.ID] = p
+			ids = append(ids, p.pod.ID)
+		}
+	}
+	for _, id := range left.owners(ids) {
+		c.t.Logf("leaking pod %s (netns %s, removed %v):\n  %s", id, byID[id].pod.NetNS, byID[id].nsGone,
+			strings.Join(byID[id].history, "\n  "))
+		for _, entry := range c.e.log.AllEntries() {
+			if entry.Data["sandbox"] == id && entry.Level <= logrus.WarnLevel {
+				c.t.Logf("  log: %s %v %v", entry.Message, entry.Data, entry.Level)
+			}
+		}
+	}
+}
