@@ -1,0 +1,501 @@
+package ocicni
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
+)
+
+// TestCrashRecovery parameters.
+const (
+	crashSeed  = 0xdead10cc
+	crashKills = 26
+	// crashHelperEnv carries the helper's job; TestCrashHelper skips
+	// without it.
+	crashHelperEnv = "OCICNI_CRASH_HELPER"
+	// crashSlowMs is how long the recorder of the second network sleeps in
+	// ADD and DEL: a point where a kill lands inside a plugin.
+	crashSlowMs = 150
+	// crashWait bounds every wait for the helper: startup, a call to show
+	// up, orphaned plugins to finish.
+	crashWait = 30 * time.Second
+)
+
+// crashJob is what the helper process does.
+type crashJob struct {
+	ConfDir, CacheDir, BinDir string
+	Verb                      string // "setup" or "teardown"
+	Pod                       PodNetwork
+}
+
+// Lines the helper prints on its stdout.
+const (
+	helperReady = "crash-helper: ready"
+	helperDone  = "crash-helper: done: "
+)
+
+// TestCrashHelper is the process that TestCrashRecovery kills: it creates
+// a manager on the test's dirs, sets up or tears down one pod, reports,
+// and waits to be killed.
+func TestCrashHelper(t *testing.T) {
+	raw := os.Getenv(crashHelperEnv)
+	if raw == "" {
+		t.Skip("run by TestCrashRecovery, in a process that it kills")
+	}
+	var job crashJob
+	require.NoError(t, json.Unmarshal([]byte(raw), &job))
+	logger := logrus.New()
+	logger.SetOutput(os.Stderr)
+	logger.SetLevel(logrus.DebugLevel)
+	m, err := New(WithConfDir(job.ConfDir), WithBinDirs(job.BinDir), WithCacheDir(job.CacheDir),
+		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	fmt.Println(helperReady)
+	ctx := context.Background()
+	switch job.Verb {
+	case "setup":
+		_, err = m.SetUpPodWithContext(ctx, job.Pod)
+	case "teardown":
+		err = m.TearDownPodWithContext(ctx, job.Pod)
+	default:
+		err = fmt.Errorf("unknown verb %q", job.Verb)
+	}
+	fmt.Printf("%s%v\n", helperDone, err)
+	// The kill point must not depend on whether the operation finished.
+	sigs, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	<-sigs.Done()
+}
+
+// crashCase is one kill, drawn from the seeded RNG.
+type crashCase struct {
+	verb     string   // what the helper does: "setup" or "teardown"
+	order    []string // the pod's networks, in ADD order
+	killAt   string   // "call", "delay" or "done"
+	call     int      // with "call": kill once this many recorder calls of the verb are logged
+	jitter   time.Duration
+	session  bool   // kill the helper's whole session, plugins included; else orphans finish
+	absent   bool   // config files are removed during the first recovery
+	recovery string // "teardown", "gc" or "both"
+}
+
+func (c crashCase) String() string {
+	at := c.killAt
+	switch c.killAt {
+	case "call":
+		at = fmt.Sprintf("call%d+%v", c.call, c.jitter)
+	case "delay":
+		at = fmt.Sprintf("delay%v", c.jitter)
+	}
+	who := "orphans-finish"
+	if c.session {
+		who = "session-killed"
+	}
+	conf := "conf-present"
+	if c.absent {
+		conf = "conf-absent"
+	}
+	return fmt.Sprintf("%s/%s/%s/%s/%s/%s", c.verb, strings.Join(c.order, "+"), at, who, conf, c.recovery)
+}
+
+func drawCrashCases(r *rand.Rand) []crashCase {
+	cases := make([]crashCase, crashKills)
+	for i := range cases {
+		c := &cases[i]
+		c.verb = "setup"
+		if i%2 == 1 {
+			c.verb = "teardown"
+		}
+		c.order = []string{"crasha", "crashb"}
+		if r.IntN(2) == 0 {
+			c.order = []string{"crashb", "crasha"}
+		}
+		switch x := r.IntN(10); {
+		case x < 6:
+			c.killAt, c.call, c.jitter = "call", 1+r.IntN(2), time.Duration(r.IntN(4))*time.Millisecond
+		case x < 9:
+			c.killAt, c.jitter = "delay", time.Duration(r.IntN(400))*time.Millisecond
+		default:
+			c.killAt = "done"
+		}
+		c.session = r.IntN(2) == 0
+		c.absent = r.IntN(2) == 0
+		c.recovery = []string{"teardown", "gc", "both"}[r.IntN(3)]
+	}
+	return cases
+}
+
+// TestCrashRecovery kills, with SIGKILL at a random point (fixed seed), a
+// process that sets up or tears down a pod on two real bridge+host-local
+// networks, then recovers with a fresh manager: a teardown by sandbox ID
+// and/or GC with no valid pod, first with the config files present or
+// absent, then, if they were absent, again once they are back. Nothing may
+// be left: no reservation, veth, interface, cache entry, order record,
+// host-local state or plugin process.
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping crash test in short mode")
+	}
+	testenv.RequireRoot(t)
+	start := time.Now()
+	var kills, finished, leftovers, absentErrs, pluginsRunning int
+	for i, cc := range drawCrashCases(rand.New(rand.NewPCG(crashSeed, 0))) {
+		// Sequential subtests: each kill gets its own dirs and networks,
+		// so a leftover names the kill that caused it.
+		t.Run(fmt.Sprintf("%02d/%s", i, cc), func(t *testing.T) {
+			res := runCrashCase(t, cc)
+			kills++
+			leftovers += res.leftovers
+			if res.finished {
+				finished++
+			}
+			if res.absentErr != nil {
+				absentErrs++
+			}
+			if res.orphans > 0 {
+				pluginsRunning++
+			}
+		})
+	}
+	t.Logf("crash recovery: %d kills in %v (%d after the operation finished, %d while a plugin ran); "+
+		"%d recoveries without config reported what they could not delete; leftovers: %d",
+		kills, time.Since(start).Round(time.Millisecond), finished, pluginsRunning, absentErrs, leftovers)
+}
+
+// crashResult is what one kill and its recovery came to.
+type crashResult struct {
+	finished  bool  // the helper's operation had finished when it was killed
+	orphans   int   // plugin processes running when the helper was killed
+	absentErr error // what the recovery without config reported
+	leftovers int
+}
+
+func runCrashCase(t *testing.T, cc crashCase) crashResult {
+	var res crashResult
+	e := newITEnv(t)
+	nets := map[string]testenv.Net{
+		"crasha": e.bridgeNet("crasha", "1.0.0", e.recorder("crasha", "1.0.0", nil)),
+		"crashb": e.bridgeNet("crashb", "1.1.0", e.recorder("crashb", "1.1.0", map[string]any{
+			"add": map[string]any{"sleepMs": crashSlowMs}, "del": map[string]any{"sleepMs": crashSlowMs},
+		})),
+	}
+	confs := map[string][]byte{}
+	files, err := filepath.Glob(filepath.Join(e.confDir, "*"))
+	require.NoError(t, err)
+	for _, f := range files {
+		confs[f], err = os.ReadFile(f)
+		require.NoError(t, err)
+	}
+	pod := e.pod("crash")
+	for _, n := range cc.order {
+		pod.Networks = append(pod.Networks, NetAttachment{Name: n})
+	}
+	verb := "ADD"
+	job := crashJob{ConfDir: e.confDir, CacheDir: e.cacheDir, BinDir: pluginDir, Verb: cc.verb, Pod: pod}
+	if cc.verb == "teardown" {
+		e.start()
+		e.setUp(pod)
+		verb = "DEL"
+		job.Pod.Networks = nil // as after a restart: by the cache and the order record
+	}
+
+	h := startHelper(t, job)
+	switch cc.killAt {
+	case "call":
+		h.waitFor(t, func() bool { return loggedCalls(t, e.logFile, verb, pod.ID) >= cc.call })
+		time.Sleep(cc.jitter) // randomness of the kill point only
+	case "delay":
+		h.waitFor(t, nil)
+		time.Sleep(cc.jitter) // randomness of the kill point only
+	case "done":
+		h.waitFor(t, h.finished)
+	}
+	res.finished = h.finished()
+	res.orphans = h.kill(t, cc.session)
+	t.Logf("killed after %d %s call(s); operation finished: %v (%s); %d plugin process(es) running at the kill",
+		loggedCalls(t, e.logFile, verb, pod.ID), verb, res.finished, h.result(), res.orphans)
+
+	// Recovery, by a fresh manager that knows only the sandbox ID.
+	recoverPod := func() error {
+		var m *Manager
+		if e.m == nil {
+			m = e.start()
+		} else {
+			m = e.restart()
+		}
+		ctx := e.ctx()
+		var errs []error
+		if cc.recovery != "gc" {
+			errs = append(errs, m.TearDownPodWithContext(ctx, PodNetwork{ID: pod.ID}))
+		}
+		if cc.recovery != "teardown" {
+			errs = append(errs, m.GC(ctx, []*PodNetwork{}))
+		}
+		return errors.Join(errs...)
+	}
+	if cc.absent {
+		for f := range confs {
+			require.NoError(t, os.Remove(f))
+		}
+		res.absentErr = recoverPod()
+		t.Logf("recovery without config: %v", res.absentErr)
+		for f, b := range confs {
+			require.NoError(t, os.WriteFile(f, b, 0o644))
+		}
+	}
+	require.NoError(t, recoverPod(), "recovery with the config present; helper log:\n%s", h.stderr())
+
+	left := e.requireNoLeftovers(nets, []string{pod.NetNS})
+	res.leftovers = left.count()
+	if res.leftovers > 0 {
+		t.Logf("helper log:\n%s", h.stderr())
+		for _, c := range e.calls("") {
+			t.Logf("call: %s %s %s pid %d at %s", c.Verb, c.Network, c.IfName, c.PID, c.Time.Format("15:04:05.000000"))
+		}
+	}
+	return res
+}
+
+// helper is a running TestCrashHelper process, in a session of its own so
+// that the plugins it starts can be found after it dies.
+type helper struct {
+	cmd    *exec.Cmd
+	out    *helperOutput
+	errBuf *syncBuffer
+	exited chan struct{}
+}
+
+func startHelper(t *testing.T, job crashJob) *helper {
+	t.Helper()
+	raw, err := json.Marshal(job)
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashHelperEnv+"="+string(raw), testenv.PluginDirEnv+"="+pluginDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	h := &helper{
+		cmd: cmd, out: &helperOutput{ready: make(chan struct{}), done: make(chan struct{})},
+		errBuf: &syncBuffer{}, exited: make(chan struct{}),
+	}
+	cmd.Stdout, cmd.Stderr = h.out, h.errBuf
+	// Orphaned plugins hold the helper's stderr: stop waiting for it
+	// once they are gone, or after this delay.
+	cmd.WaitDelay = crashWait
+	require.NoError(t, cmd.Start())
+	go func() {
+		_ = cmd.Wait() // killed: the error says so
+		close(h.exited)
+	}()
+	t.Cleanup(func() {
+		killSession(t, cmd.Process.Pid)
+		<-h.exited
+	})
+	return h
+}
+
+// waitFor waits until the helper is ready and cond (when not nil) holds,
+// or the helper finished or died. It fails the test when none of this
+// happens in time.
+func (h *helper) waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.After(crashWait)
+	select {
+	case <-h.out.ready:
+	case <-h.exited:
+		require.FailNow(t, "the helper exited before it was ready", h.stderr())
+	case <-deadline:
+		require.FailNow(t, "the helper did not get ready", h.stderr())
+	}
+	for cond != nil && !cond() && !h.finished() {
+		select {
+		case <-h.exited:
+			require.FailNow(t, "the helper exited before it was killed", h.stderr())
+		case <-deadline:
+			require.FailNow(t, "the kill point was never reached", h.stderr())
+		case <-time.After(time.Millisecond): // poll the call log
+		}
+	}
+}
+
+func (h *helper) finished() bool {
+	select {
+	case <-h.out.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *helper) result() string {
+	if !h.finished() {
+		return "no result"
+	}
+	return "result: " + h.out.result()
+}
+
+func (h *helper) stderr() string { return h.errBuf.String() }
+
+// kill sends SIGKILL to the helper alone, so that the plugins it started
+// run to their end, or to every process of its session, plugins
+// included. Either way it returns once no process of the session is left,
+// with the number of plugin processes that were running at the kill.
+func (h *helper) kill(t *testing.T, session bool) int {
+	t.Helper()
+	pid := h.cmd.Process.Pid
+	plugins := len(slices.DeleteFunc(sessionMembers(t, pid), func(p int) bool { return p == pid }))
+	if session {
+		killSession(t, pid)
+	} else {
+		require.NoError(t, h.cmd.Process.Kill())
+	}
+	deadline := time.Now().Add(crashWait)
+	for len(sessionMembers(t, pid)) > 0 {
+		require.True(t, time.Now().Before(deadline), "plugins of the killed helper still run: %v", sessionMembers(t, pid))
+		time.Sleep(5 * time.Millisecond) // poll /proc
+	}
+	<-h.exited
+	return plugins
+}
+
+// loggedCalls counts the complete lines of the recorder's call log for
+// verb and container id. A line being appended is not counted yet.
+func loggedCalls(t *testing.T, logFile, verb, id string) int {
+	t.Helper()
+	data, err := os.ReadFile(logFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	require.NoError(t, err)
+	n := 0
+	for line := range bytes.Lines(data) {
+		var c calllog.Call
+		if bytes.HasSuffix(line, []byte("\n")) && json.Unmarshal(line, &c) == nil && c.Verb == verb && c.ContainerID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// killSession sends SIGKILL to every process of session sid until none is
+// left (a plugin may start another one meanwhile).
+func killSession(t *testing.T, sid int) {
+	t.Helper()
+	deadline := time.Now().Add(crashWait)
+	for pids := sessionMembers(t, sid); len(pids) > 0; pids = sessionMembers(t, sid) {
+		require.True(t, time.Now().Before(deadline), "processes of session %d survive SIGKILL: %v", sid, pids)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // it may have ended since the scan
+		}
+		time.Sleep(time.Millisecond) // let the kernel deliver
+	}
+}
+
+// sessionMembers lists the processes of session sid that have not ended.
+func sessionMembers(t *testing.T, sid int) []int {
+	t.Helper()
+	des, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []int
+	for _, d := range des {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue
+		}
+		require.NoError(t, err)
+		// "pid (comm) state ppid pgrp session ...": comm may hold ")".
+		i := bytes.LastIndexByte(b, ')')
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 4 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if s, _ := strconv.Atoi(fields[3]); s == sid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// helperOutput watches the helper's stdout for its ready and done lines.
+type helperOutput struct {
+	mu          sync.Mutex // guards buf, res and the closing of the channels
+	buf         bytes.Buffer
+	res         string
+	ready, done chan struct{}
+}
+
+func (o *helperOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf.Write(p)
+	sc := bufio.NewScanner(bytes.NewReader(o.buf.Bytes()))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == helperReady && !isClosed(o.ready):
+			close(o.ready)
+		case strings.HasPrefix(line, helperDone) && !isClosed(o.done):
+			o.res = strings.TrimPrefix(line, helperDone)
+			close(o.done)
+		}
+	}
+	return len(p), nil
+}
+
+func (o *helperOutput) result() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.res
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the exec copier and the test may use
+// at once.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
