@@ -1,7 +1,9 @@
 package ocicni
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
 )
 
 // TestChurnUnderFaults sizing and fault parameters. The pod count sets the
@@ -29,11 +32,18 @@ const (
 	churnWorkers         = 8
 	churnNetworks        = 3
 	churnTeardownRetries = 3 // teardown attempts after the first, during churn
-	// churnCallTimeout is every churn call's deadline: it kills hung
-	// plugins. The rollback gets its own.
-	churnCallTimeout     = time.Second
-	churnRollbackTimeout = time.Second
-	// churnSlowDelMs is a DEL slower than any churn deadline, but finite,
+	// churnCallTimeout is the deadline of every churn teardown and GC,
+	// and the rollback's timeout: it kills hung and slow DELs, and
+	// ordinary ones on a loaded machine. DEL is safe to kill anywhere
+	// (host-local releases an address by removing one file).
+	churnCallTimeout = time.Second
+	// churnSetupTimeout only guards against a stuck test. A setup's
+	// context is cancelled when its ADD hangs (see hangWatch): host-local
+	// reserves an address by creating a file and then writing the owner
+	// into it, so a kill in between leaves a reservation that no DEL can
+	// release, and a deadline would kill ordinary ADDs at random points.
+	churnSetupTimeout = time.Minute
+	// churnSlowDelMs is a DEL slower than churnCallTimeout, but finite,
 	// so that an attachment cached with it is deleted by the final cleanup.
 	churnSlowDelMs = 2500
 	// churnHangMs is a plugin call that only ends when it is killed.
@@ -59,8 +69,8 @@ type churnVariant int
 
 const (
 	variantBase churnVariant = iota
-	// variantAddHang: ADD hangs after bridge attached, until the deadline
-	// kills it; the rollback then deletes.
+	// variantAddHang: ADD hangs after bridge attached, until the test
+	// cancels the setup (see hangWatch); the rollback then deletes.
 	variantAddHang
 	// variantDelHang: ADD fails after bridge attached, and the rollback's
 	// DEL hangs until the rollback timeout kills it, which leaves an
@@ -86,8 +96,8 @@ type churnNet struct {
 // conflist returns the network's config in variant v: bridge with
 // host-local, a recorder that logs every call and fails while a flag is
 // on, a recorder that crashes while a flag is on, and for the hang
-// variants a third recorder that sleeps.
-func (n *churnNet) conflist(e *itEnv, v churnVariant) string {
+// variants a third recorder that sleeps (and logs a hung ADD to hangLog).
+func (n *churnNet) conflist(e *itEnv, hangLog string, v churnVariant) string {
 	rec := e.recorder(n.name, n.version, map[string]any{
 		"add": map[string]any{"errorCode": 11, "errorMsg": "injected ADD failure", "onlyIfExists": n.flags[faultAddErr]},
 		"del": map[string]any{"errorCode": 100, "errorMsg": "injected DEL failure", "onlyIfExists": n.flags[faultDelErr]},
@@ -100,7 +110,7 @@ func (n *churnNet) conflist(e *itEnv, v churnVariant) string {
 	plugins := []string{rec, crasher}
 	switch v {
 	case variantAddHang:
-		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, "", map[string]any{
+		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, hangLog, map[string]any{
 			"add": map[string]any{"sleepMs": churnHangMs},
 		}))
 	case variantDelHang:
@@ -182,6 +192,7 @@ type churn struct {
 	netns []string   // every pod netns, removed or not
 
 	gcKick chan struct{}
+	hangs  *hangWatch
 }
 
 // TestChurnUnderFaults runs a few hundred pods on three real
@@ -205,6 +216,8 @@ func TestChurnUnderFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	gcDone := make(chan struct{})
 	go c.gcLoop(gcDone)
+	hangsDone := make(chan struct{})
+	go c.hangs.run(hangsDone)
 	for range churnWorkers {
 		wg.Add(1)
 		go func() {
@@ -218,6 +231,7 @@ func TestChurnUnderFaults(t *testing.T) {
 	wg.Wait()
 	close(c.gcKick)
 	<-gcDone
+	close(hangsDone)
 	churnTime := time.Since(start)
 
 	// Faults off, configs back, then every pod whose teardown still fails
@@ -247,14 +261,14 @@ func TestChurnUnderFaults(t *testing.T) {
 		churnPods, churnWorkers, churnNetworks, churnSeed, churnTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	t.Logf("faults injected: %d (fault flags switched on %d, configs removed %d, restored %d, rewritten as %s)",
 		injected, s.flagsOn.Load(), s.confRemoved.Load(), s.confRestored.Load(), c.variantCounts())
-	t.Logf("setups: %d ok, %d failed (%d killed at the deadline, %d with a failed rollback), %d with a network absent; %d status checks of live pods",
+	t.Logf("setups: %d ok, %d failed (%d hung ADDs killed, %d with a failed rollback), %d with a network absent; %d status checks of live pods",
 		s.setupOK.Load(), s.setupFailed.Load(), s.setupKilled.Load(), s.rollbackFailed.Load(),
 		s.setupNoNetwork.Load(), s.statusOK.Load())
-	t.Logf("teardowns: %d ok at the first try, %d retries during churn (%d orphaned outcomes), %d pods still failing after %d retries, %d final teardowns; %d netns removed by the 'runtime'; %d setups and teardowns timed out waiting for GC",
+	t.Logf("teardowns: %d ok at the first try, %d retries during churn (%d orphaned outcomes), %d pods still failing after %d retries, %d final teardowns; %d netns removed by the 'runtime'; %d teardowns timed out waiting for GC",
 		s.teardownFirstTry.Load(), s.teardownRetries.Load(), s.orphaned.Load(), s.teardownFailed.Load(),
 		churnTeardownRetries, finalTeardowns, s.netnsRemoved.Load(), s.lockTimeouts.Load())
 	if n := s.okCalls.Load(); n > 0 {
-		t.Logf("successful setups and teardowns: %d, mean %v, max %v (churn deadline %v)", n,
+		t.Logf("successful setups and teardowns: %d, mean %v, max %v (teardown deadline %v)", n,
 			time.Duration(s.okNanos.Load()/n).Round(time.Millisecond), time.Duration(s.okMax.Load()).Round(time.Millisecond), churnCallTimeout)
 	}
 	t.Logf("GC: %d runs concurrent with churn, %d returned errors; final GC error: %v", s.gcRuns.Load(), s.gcErrors.Load(), gcErr)
@@ -268,6 +282,7 @@ func newChurn(t *testing.T, e *itEnv) *churn {
 		present: make([]bool, churnNetworks), variant: make([]churnVariant, churnNetworks),
 		flagOn: make([][numChurnFaults]bool, churnNetworks),
 		live:   map[string]*PodNetwork{}, gcKick: make(chan struct{}, 1),
+		hangs: &hangWatch{log: filepath.Join(t.TempDir(), "hangs.jsonl"), cancels: map[string]context.CancelFunc{}},
 	}
 	require.NoError(t, os.MkdirAll(c.stage, 0o755))
 	flagDir := t.TempDir()
@@ -284,7 +299,7 @@ func newChurn(t *testing.T, e *itEnv) *churn {
 		c.present[i] = true
 		require.NoError(t, c.writeConf(n, variantBase))
 	}
-	c.m = e.start(withWatcher, WithReloadDebounce(5*time.Millisecond), WithRollbackTimeout(churnRollbackTimeout))
+	c.m = e.start(withWatcher, WithReloadDebounce(5*time.Millisecond), WithRollbackTimeout(churnCallTimeout))
 	return c
 }
 
@@ -333,9 +348,11 @@ func (c *churn) runPod(i int, p *churnPod) {
 
 	c.setupMu.RLock()
 	c.setLive(&p.pod, true)
-	ctx, cancel := context.WithTimeout(context.Background(), churnCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), churnSetupTimeout)
+	c.hangs.watch(p.pod.ID, cancel)
 	began := time.Now()
 	_, err = c.m.SetUpPodWithContext(ctx, p.pod)
+	c.hangs.unwatch(p.pod.ID)
 	cancel()
 	c.setupMu.RUnlock()
 	if err == nil {
@@ -402,7 +419,7 @@ func (c *churn) countSetup(p *churnPod, err error) {
 		c.stats.setupOK.Add(1)
 	case errors.As(err, &se):
 		c.stats.setupFailed.Add(1)
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.Canceled) {
 			c.stats.setupKilled.Add(1)
 		}
 		if se.Rollback != nil {
@@ -410,8 +427,6 @@ func (c *churn) countSetup(p *churnPod, err error) {
 		}
 	case errors.Is(err, ErrNetworkNotFound):
 		c.stats.setupNoNetwork.Add(1)
-	case errors.Is(err, context.DeadlineExceeded): // waiting for GC
-		c.stats.lockTimeouts.Add(1)
 	default:
 		c.t.Errorf("pod %s: unexpected setup error: %v", p.pod.ID, err)
 	}
@@ -525,7 +540,7 @@ func (c *churn) writeConf(n *churnNet, v churnVariant) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(n.conflist(c.e, v)); err != nil {
+	if _, err := f.WriteString(n.conflist(c.e, c.hangs.log, v)); err != nil {
 		_ = f.Close()
 		return err
 	}
@@ -688,6 +703,59 @@ func (c *churn) report(pods []*churnPod, left *leftovers) {
 			if entry.Data["sandbox"] == id && entry.Level <= logrus.WarnLevel {
 				c.t.Logf("  log: %s %v %v", entry.Message, entry.Data, entry.Level)
 			}
+		}
+	}
+}
+
+// hangWatch cancels a setup once a hung ADD has shown up in the hang
+// log: the kill then lands in the hung recorder, after bridge and
+// host-local returned, as a deadline that is short enough for a hang
+// would land anywhere in an ordinary ADD on a loaded machine.
+type hangWatch struct {
+	log     string
+	mu      sync.Mutex // guards cancels
+	cancels map[string]context.CancelFunc
+}
+
+func (h *hangWatch) watch(id string, cancel context.CancelFunc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cancels[id] = cancel
+}
+
+func (h *hangWatch) unwatch(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.cancels, id)
+}
+
+// run tails the hang log until stop is closed.
+func (h *hangWatch) run(stop <-chan struct{}) {
+	var offset int
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(2 * time.Millisecond): // poll the log
+		}
+		data, err := os.ReadFile(h.log)
+		if err != nil || len(data) <= offset {
+			continue // no hang yet
+		}
+		for line := range bytes.Lines(data[offset:]) {
+			if !bytes.HasSuffix(line, []byte("\n")) {
+				break // being appended
+			}
+			offset += len(line)
+			var call calllog.Call
+			if json.Unmarshal(line, &call) != nil || call.Verb != "ADD" {
+				continue
+			}
+			h.mu.Lock()
+			if cancel := h.cancels[call.ContainerID]; cancel != nil {
+				cancel()
+			}
+			h.mu.Unlock()
 		}
 	}
 }
