@@ -28,7 +28,7 @@ import (
 // run time: about two minutes under -race on two cores.
 const (
 	churnSeed            = 0x0c1c41
-	churnPods            = 400
+	churnPods            = 700
 	churnWorkers         = 8
 	churnNetworks        = 3
 	churnTeardownRetries = 3 // teardown attempts after the first, during churn
@@ -499,7 +499,7 @@ func (c *churn) changeConf(n int, r *rand.Rand) {
 		c.present[n], c.variant[n] = true, variantBase
 		c.stats.confRestored.Add(1)
 		assert.NoError(c.t, c.writeConf(cn, variantBase))
-	case r.IntN(3) == 0:
+	case r.IntN(2) == 0:
 		c.present[n] = false
 		c.stats.confRemoved.Add(1)
 		assert.NoError(c.t, os.Remove(cn.file))
@@ -731,12 +731,14 @@ func (h *hangWatch) unwatch(id string) {
 
 // run tails the hang log until stop is closed.
 func (h *hangWatch) run(stop <-chan struct{}) {
+	tick := time.NewTicker(2 * time.Millisecond) // polls the log
+	defer tick.Stop()
 	var offset int
 	for {
 		select {
 		case <-stop:
 			return
-		case <-time.After(2 * time.Millisecond): // poll the log
+		case <-tick.C:
 		}
 		data, err := os.ReadFile(h.log)
 		if err != nil || len(data) <= offset {

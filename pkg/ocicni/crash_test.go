@@ -200,6 +200,7 @@ type crashResult struct {
 }
 
 func runCrashCase(t *testing.T, cc crashCase) crashResult {
+	t.Helper()
 	var res crashResult
 	e := newITEnv(t)
 	nets := map[string]testenv.Net{
