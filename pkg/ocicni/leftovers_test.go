@@ -1,0 +1,221 @@
+package ocicni
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// leftovers is everything an attachment can leave behind once every pod
+// has been torn down and GC has run with no valid pod. The fault tests
+// (churn and crash recovery) require all of it to be empty.
+type leftovers struct {
+	// Reservations maps a network to its host-local reservations, each
+	// as "ip (owner)" with the owner read from the reservation file.
+	Reservations map[string][]string
+	// PluginState lists files in host-local's data dir other than
+	// reservations and its own bookkeeping (lock, last_reserved_ip.*).
+	PluginState []string
+	// BridgePorts maps a test bridge to the host-side veths enslaved to it.
+	BridgePorts map[string][]string
+	// NetnsLinks maps a pod netns that still exists to its interfaces
+	// other than lo.
+	NetnsLinks map[string][]string
+	// CacheEntries are libcni result-cache files.
+	CacheEntries []string
+	// OrderRecords are attachment order records, including the temporary
+	// files of an interrupted write.
+	OrderRecords []string
+	// OtherCacheFiles are any other files under the cache dir.
+	OtherCacheFiles []string
+	// Processes are plugin processes (binaries of the plugin dir) that
+	// are still running.
+	Processes []string
+}
+
+// count is the number of leftover items.
+func (l *leftovers) count() int {
+	n := len(l.PluginState) + len(l.CacheEntries) + len(l.OrderRecords) + len(l.OtherCacheFiles) + len(l.Processes)
+	for _, m := range []map[string][]string{l.Reservations, l.BridgePorts, l.NetnsLinks} {
+		for _, v := range m {
+			n += len(v)
+		}
+	}
+	return n
+}
+
+func (l *leftovers) String() string {
+	if l.count() == 0 {
+		return "none"
+	}
+	var parts []string
+	add := func(what string, items []string) {
+		if len(items) > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %s", what, strings.Join(items, ", ")))
+		}
+	}
+	for _, k := range sortedKeys(l.Reservations) {
+		add("reservations on "+k, l.Reservations[k])
+	}
+	add("host-local state files", l.PluginState)
+	for _, k := range sortedKeys(l.BridgePorts) {
+		add("veths on bridge "+k, l.BridgePorts[k])
+	}
+	for _, k := range sortedKeys(l.NetnsLinks) {
+		add("links in netns "+k, l.NetnsLinks[k])
+	}
+	add("cache entries", l.CacheEntries)
+	add("order records", l.OrderRecords)
+	add("other cache files", l.OtherCacheFiles)
+	add("plugin processes", l.Processes)
+	return strings.Join(parts, "; ")
+}
+
+// owners returns the container IDs that leftovers name: those owning a
+// reservation, a cache entry or an order record, as far as known.
+func (l *leftovers) owners(ids []string) []string {
+	var out []string
+	all := slices.Concat(l.CacheEntries, l.OrderRecords, l.OtherCacheFiles)
+	for _, v := range l.Reservations {
+		all = append(all, v...)
+	}
+	for _, id := range ids {
+		if slices.ContainsFunc(all, func(s string) bool { return strings.Contains(s, id) }) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// scanLeftovers looks for leftovers of the networks (name to bridge) and
+// the pod netns paths. Interfaces in a netns that no longer exists went
+// with it, so only existing ones are looked into.
+func (e *itEnv) scanLeftovers(networks map[string]testenv.Net, netnsPaths []string) *leftovers {
+	e.t.Helper()
+	t := e.t
+	l := &leftovers{Reservations: map[string][]string{}, BridgePorts: map[string][]string{}, NetnsLinks: map[string][]string{}}
+	for name, n := range networks {
+		for _, ip := range testenv.Reservations(t, e.dataDir, name) {
+			owner, _ := os.ReadFile(filepath.Join(e.dataDir, name, ip))
+			l.Reservations[name] = append(l.Reservations[name],
+				fmt.Sprintf("%s (%s)", ip, strings.Join(strings.Fields(string(owner)), " ")))
+		}
+		if ports := bridgePorts(t, n.Bridge); len(ports) > 0 {
+			l.BridgePorts[n.Bridge] = ports
+		}
+	}
+	des, err := os.ReadDir(e.dataDir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		require.NoError(t, err)
+	}
+	for _, d := range des {
+		files, err := os.ReadDir(filepath.Join(e.dataDir, d.Name()))
+		require.NoError(t, err)
+		for _, f := range files {
+			n := f.Name()
+			if net.ParseIP(n) == nil && n != "lock" && !strings.HasPrefix(n, "last_reserved_ip.") {
+				l.PluginState = append(l.PluginState, filepath.Join(d.Name(), n))
+			}
+		}
+	}
+	for _, ns := range netnsPaths {
+		if _, err := os.Stat(ns); err != nil {
+			continue
+		}
+		if links := slices.DeleteFunc(linksIn(t, ns), func(s string) bool { return s == "lo" }); len(links) > 0 {
+			l.NetnsLinks[ns] = links
+		}
+	}
+	results := filepath.Join(e.cacheDir, "results")
+	orders := filepath.Join(e.cacheDir, "ocicni", "attachments")
+	err = filepath.WalkDir(e.cacheDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch filepath.Dir(path) {
+		case results:
+			l.CacheEntries = append(l.CacheEntries, d.Name())
+		case orders:
+			l.OrderRecords = append(l.OrderRecords, d.Name())
+		default:
+			l.OtherCacheFiles = append(l.OtherCacheFiles, path)
+		}
+		return nil
+	})
+	if !errors.Is(err, fs.ErrNotExist) {
+		require.NoError(t, err)
+	}
+	l.Processes = pluginProcesses(t)
+	return l
+}
+
+// bridgePorts lists the interfaces enslaved to bridge; a bridge that does
+// not exist has none.
+func bridgePorts(t *testing.T, bridge string) []string {
+	t.Helper()
+	des, err := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, d := range des {
+		out = append(out, d.Name())
+	}
+	return out
+}
+
+// pluginProcesses lists the running processes whose binary is in the
+// plugin dir, as "pid (name)". Zombies have ended and are left out.
+func pluginProcesses(t *testing.T) []string {
+	t.Helper()
+	des, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []string
+	for _, d := range des {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe"))
+		if err != nil || filepath.Dir(exe) != pluginDir || testenv.ProcessGone(t, pid) {
+			continue // not ours, or it ended meanwhile
+		}
+		out = append(out, fmt.Sprintf("%d (%s)", pid, filepath.Base(exe)))
+	}
+	return out
+}
+
+// requireNoLeftovers fails the test with every leftover it finds, and
+// returns them for logging. The kernel removes the host veths of deleted
+// namespaces asynchronously, and killed plugins are reaped asynchronously,
+// so it first waits, with a deadline, for bridge ports and plugin
+// processes to go.
+func (e *itEnv) requireNoLeftovers(networks map[string]testenv.Net, netnsPaths []string) *leftovers {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ports := 0
+		for _, n := range networks {
+			ports += len(bridgePorts(e.t, n.Bridge))
+		}
+		if ports == 0 && len(pluginProcesses(e.t)) == 0 {
+			break
+		}
+	}
+	l := e.scanLeftovers(networks, netnsPaths)
+	assert.Zero(e.t, l.count(), "leftovers: %s", l)
+	return l
+}
