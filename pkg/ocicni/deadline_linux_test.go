@@ -26,13 +26,8 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "hung"}}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.SetUpPodWithContext(ctx, pod)
-		done <- err
-	}()
+	ctx := newExpiringCtx()
+	done := setUpAsync(ctx, m, pod)
 	child := waitPid(t, childPidFile)
 	var plugin int
 	require.Eventually(t, func() bool {
@@ -44,6 +39,7 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 		return plugin != 0
 	}, 10*time.Second, 5*time.Millisecond, "the hung ADD was logged")
 
+	ctx.expire() // the deadline passes while the ADD hangs
 	err := requireReturns(t, done)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var se *SetupError

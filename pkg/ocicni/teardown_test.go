@@ -180,13 +180,16 @@ func TestSetupRollback(t *testing.T) {
 func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 	e := newITEnv(t)
 	e.recordedBridge("good", nil)
-	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": map[string]any{"sleepMs": 5000}}))
+	held := testenv.NewBarrier(t) // never released: the deadline kills the ADD
+	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": held.Behaviour(nil)}))
 	m := e.start()
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "slow"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	_, err := m.SetUpPodWithContext(ctx, pod)
+	ctx := newExpiringCtx()
+	done := setUpAsync(ctx, m, pod)
+	held.WaitEntered(t, 1)
+	ctx.expire()
+	err := requireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)
 	m.rollbacks.wait()
