@@ -79,25 +79,35 @@ func (e *itEnv) addDelegateEntry(pod PodNetwork, network, ifname string) {
 	require.NoError(e.t, err)
 }
 
-func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
-	e := newITEnv(t)
+// duplicateIfnamePod sets up a pod on neta (eth0) and netb (net1), and
+// adds a delegate's cache entry for the same container's eth0.
+func (e *itEnv) duplicateIfnamePod() (*Manager, PodNetwork) {
+	e.t.Helper()
 	e.recordedBridge("neta", nil)
 	e.recordedBridge("netb", nil)
 	m := e.start()
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "neta", Ifname: "eth0"}, {Name: "netb", Ifname: "net1"}}
 	_, err := m.SetUpPodWithContext(e.ctx(), pod)
-	require.NoError(t, err)
+	require.NoError(e.t, err)
 	e.addDelegateEntry(pod, "delegate", "eth0")
-	require.Len(t, e.cacheFiles(), 3)
+	require.Len(e.t, e.cacheFiles(), 3)
+	return m, pod
+}
 
-	// Status reports what this manager attached, not the delegate's entry.
-	status, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
-	require.NoError(t, err)
-	require.Len(t, status, 2)
-	assert.Equal(t, NetAttachment{Name: "neta", Ifname: "eth0"}, status[0].NetAttachment)
-
+// Each subtest sets up its own pod, so that none depends on another.
+func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
+	t.Run("status reports what this manager attached, not the delegate's entry", func(t *testing.T) {
+		e := newITEnv(t)
+		m, pod := e.duplicateIfnamePod()
+		status, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
+		require.NoError(t, err)
+		require.Len(t, status, 2)
+		assert.Equal(t, NetAttachment{Name: "neta", Ifname: "eth0"}, status[0].NetAttachment)
+	})
 	t.Run("requested networks are never widened", func(t *testing.T) {
+		e := newITEnv(t)
+		m, pod := e.duplicateIfnamePod()
 		only := pod
 		only.Networks = []NetAttachment{{Name: "netb", Ifname: "net1"}}
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), only))
@@ -107,6 +117,8 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 		assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
 	})
 	t.Run("all cached attachments get DEL, duplicates included", func(t *testing.T) {
+		e := newITEnv(t)
+		m, pod := e.duplicateIfnamePod()
 		all := pod
 		all.Networks = nil
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), all))
