@@ -65,6 +65,7 @@ func podLockRefs(m *Manager, id string) int {
 }
 
 func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	held := heldNet(e, "slow")
 	m := e.start()
@@ -89,6 +90,7 @@ func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
 }
 
 func TestDifferentPodsRunConcurrently(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	held := heldNet(e, "slow")
 	m := e.start()
@@ -115,6 +117,7 @@ func TestDifferentPodsRunConcurrently(t *testing.T) {
 }
 
 func TestSamePodIsSerializedAndLockWaitRespectsContext(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	held := heldNet(e, "slow")
 	m := e.start()

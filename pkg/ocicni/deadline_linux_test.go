@@ -16,6 +16,7 @@ import (
 // caller's deadline passes; the setup fails with the deadline, rolls back,
 // and leaves nothing behind.
 func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	childPidFile := filepath.Join(t.TempDir(), "child.pid")
 	e.recordedBridge("good", nil)

@@ -117,6 +117,7 @@ func reservationsNow(dataDir, network string) ([]string, error) {
 // The caller's deadline is a promise: the call returns at the deadline,
 // and the rollback finishes in the background without any further call.
 func TestSetupDeadlineRollsBackInBackground(t *testing.T) {
+	t.Parallel()
 	e, m, d := deadlineEnv(t)
 	pod, _ := deadlinePod(t, e, m, d)
 
@@ -133,6 +134,7 @@ func TestSetupDeadlineRollsBackInBackground(t *testing.T) {
 // As CRI-O does, the runtime tears the pod down right after the failure:
 // the teardown waits for the background rollback, then finds nothing left.
 func TestTeardownWaitsForBackgroundRollback(t *testing.T) {
+	t.Parallel()
 	e, m, d := deadlineEnv(t)
 	pod, _ := deadlinePod(t, e, m, d)
 	d.del.WaitEntered(t, 1)
@@ -162,6 +164,7 @@ func TestTeardownWaitsForBackgroundRollback(t *testing.T) {
 // A setup of the same sandbox that arrives during the background rollback
 // waits for it, within its own context.
 func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
+	t.Parallel()
 	e, m, d := deadlineEnv(t)
 	pod, _ := deadlinePod(t, e, m, d)
 	d.del.WaitEntered(t, 1)
@@ -187,6 +190,7 @@ func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
 
 // Shutdown waits for background rollbacks.
 func TestShutdownWaitsForBackgroundRollback(t *testing.T) {
+	t.Parallel()
 	e, m, d := deadlineEnv(t)
 	pod, _ := deadlinePod(t, e, m, d)
 	d.del.WaitEntered(t, 1)
@@ -223,6 +227,7 @@ func TestShutdownWaitsForBackgroundRollback(t *testing.T) {
 // Shutdown keeps ocicni's meaning: it stops the watcher, and every method
 // keeps working afterwards, reloading on a missing network.
 func TestShutdownKeepsServing(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start(withWatcher)

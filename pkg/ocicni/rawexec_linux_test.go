@@ -155,6 +155,7 @@ func TestDefaultExecMatchesRawExec(t *testing.T) {
 // child holding its stdout is killed together with the child, and
 // ExecPlugin returns the context's error and the plugin's *types.Error.
 func TestDefaultExecKillsProcessGroupWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		ctx    func() (context.Context, context.CancelFunc)
@@ -168,6 +169,7 @@ func TestDefaultExecKillsProcessGroupWhenContextEnds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			plugin := script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
 sleep 1000 &

@@ -34,6 +34,7 @@ func (e *itEnv) recordedBridge(name string, recExtra map[string]any) {
 }
 
 func TestTeardownMiddleNetworkDELFails(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
 	e.recordedBridge("neta", nil)
@@ -97,7 +98,9 @@ func (e *itEnv) duplicateIfnamePod() (*Manager, PodNetwork) {
 
 // Each subtest sets up its own pod, so that none depends on another.
 func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
+	t.Parallel()
 	t.Run("status reports what this manager attached, not the delegate's entry", func(t *testing.T) {
+		t.Parallel()
 		e := newITEnv(t)
 		m, pod := e.duplicateIfnamePod()
 		status, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
@@ -106,6 +109,7 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 		assert.Equal(t, NetAttachment{Name: "neta", Ifname: "eth0"}, status[0].NetAttachment)
 	})
 	t.Run("requested networks are never widened", func(t *testing.T) {
+		t.Parallel()
 		e := newITEnv(t)
 		m, pod := e.duplicateIfnamePod()
 		only := pod
@@ -117,6 +121,7 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 		assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
 	})
 	t.Run("all cached attachments get DEL, duplicates included", func(t *testing.T) {
+		t.Parallel()
 		e := newITEnv(t)
 		m, pod := e.duplicateIfnamePod()
 		all := pod
@@ -135,12 +140,14 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 }
 
 func TestTeardownUsesCachedConfigAfterRemoval(t *testing.T) {
+	t.Parallel()
 	for _, keepOther := range []bool{true, false} {
 		name := "conf dir empty"
 		if keepOther {
 			name = "other network remains"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.bridgeNet("net", "1.0.0")
 			if keepOther {
@@ -172,6 +179,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestSetupRollback(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("good", nil)
 	e.addConf("bad", e.recorder("bad", "1.0.0", map[string]any{"add": map[string]any{"errorCode": 7, "errorMsg": "no"}}))
@@ -190,6 +198,7 @@ func TestSetupRollback(t *testing.T) {
 }
 
 func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("good", nil)
 	held := testenv.NewBarrier(t) // never released: the deadline kills the ADD
@@ -210,6 +219,7 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 }
 
 func TestTolerantTeardown(t *testing.T) {
+	t.Parallel()
 	del := map[string]any{"del": map[string]any{"errorCode": 100, "errorMsg": "broken"}}
 	cases := map[string]func(e *itEnv) []Option{
 		"global option": func(e *itEnv) []Option {
@@ -225,6 +235,7 @@ func TestTolerantTeardown(t *testing.T) {
 	}
 	for name, setup := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.recordedBridge("solid", nil)
 			m := e.start(setup(e)...)
@@ -257,6 +268,7 @@ func TestTolerantTeardown(t *testing.T) {
 }
 
 func TestTeardownIdempotentAndVanishedNetns(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.bridgeNet("net", "1.0.0")
 	m := e.start()
@@ -272,6 +284,7 @@ func TestTeardownIdempotentAndVanishedNetns(t *testing.T) {
 }
 
 func TestTeardownOrderIsReverseOfAddSurvivingRestart(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	for _, n := range []string{"zeta", "alpha", "mid"} {
 		e.addConf(n, e.recorder(n, "1.0.0", nil))
@@ -291,6 +304,7 @@ func TestTeardownOrderIsReverseOfAddSurvivingRestart(t *testing.T) {
 }
 
 func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start()
@@ -314,6 +328,7 @@ func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
 }
 
 func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	e.recordedBridge("gone", map[string]any{"del": map[string]any{"errorCode": 3, "errorMsg": "no such container"}})
@@ -340,6 +355,7 @@ func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
 // cached; a later teardown that names only the sandbox ID (as after a
 // runtime restart) still deletes it inside the netns recorded at ADD.
 func TestTeardownOfUncachedAttachmentUsesRecordedNetns(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	m, pod, flag := e.failedRollbackPod()
 
