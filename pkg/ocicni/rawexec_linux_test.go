@@ -213,8 +213,10 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plugin := script(t, `setsid sleep 1000 &
-echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
+			// The child writes its own pid once setsid has taken it out of
+			// the plugin's group: a pid written by the plugin ($!) could be
+			// read, and the group killed, before the child left it.
+			plugin := script(t, `setsid sh -c 'echo $$ > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid && exec sleep 1000' &
 `+tc.tail)
 			e := typedExec{inner: &defaultExec{rawExec: &groupExec{waitDelay: 100 * time.Millisecond}}}
 			ctx, cancel := context.WithCancel(context.Background())
