@@ -2,17 +2,32 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
-// mockCNIPlugin has the method set that gomock generates for CRI-O's mock
-// of ocicni.CNIPlugin. It must keep compiling: that proves the interface
-// still has exactly the methods runtimes mock.
-type mockCNIPlugin struct{ calls []string }
+// The constructors keep cri-o/ocicni's signatures (pkg/ocicni/ocicni.go).
+// A change to any parameter or result breaks the build of this test.
+var (
+	_ func(defaultNetName, confDir string, binDirs ...string) (ocicni.CNIPlugin, error)           = ocicni.InitCNI
+	_ func(defaultNetName, confDir, cacheDir string, binDirs ...string) (ocicni.CNIPlugin, error) = ocicni.InitCNIWithCache
+	_ func(defaultNetName, confDir, cacheDir string, binDirs ...string) (ocicni.CNIPlugin, error) = ocicni.InitCNINoInotify
+	_ ocicni.CNIPlugin                                                                            = (*ocicni.Manager)(nil)
+	_ ocicni.CNIPlugin                                                                            = (*mockCNIPlugin)(nil)
+)
 
-func (m *mockCNIPlugin) Name() string                  { m.calls = append(m.calls, "Name"); return "mock" }
+// mockCNIPlugin has the method set that gomock generates for CRI-O's mock
+// of ocicni.CNIPlugin. That it compiles as a CNIPlugin proves the interface
+// asks for nothing more; TestMockSatisfiesInterface checks that it asks
+// for nothing less.
+type mockCNIPlugin struct{}
+
+func (m *mockCNIPlugin) Name() string                  { return "mock" }
 func (m *mockCNIPlugin) GetDefaultNetworkName() string { return "" }
 func (m *mockCNIPlugin) SetUpPod(ocicni.PodNetwork) ([]ocicni.NetResult, error) {
 	return nil, nil
@@ -38,15 +53,19 @@ func (m *mockCNIPlugin) Shutdown() error                                { return
 func TestMockSatisfiesInterface(t *testing.T) {
 	var p ocicni.CNIPlugin = &mockCNIPlugin{}
 	mgr := &cniManager{plugin: p}
-	if err := mgr.waitReady(context.Background()); err != nil {
-		t.Fatal(err)
+	require.NoError(t, mgr.waitReady(context.Background()))
+	assert.True(t, mgr.ready)
+	assert.Equal(t, "mock", mgr.plugin.Name())
+
+	assert.Equal(t, methodNames(reflect.TypeOf(&mockCNIPlugin{})), methodNames(reflect.TypeOf((*ocicni.CNIPlugin)(nil)).Elem()),
+		"the interface has exactly the methods runtimes mock")
+}
+
+// methodNames lists the exported methods of typ, sorted.
+func methodNames(typ reflect.Type) []string {
+	names := make([]string, 0, typ.NumMethod())
+	for i := range typ.NumMethod() {
+		names = append(names, typ.Method(i).Name)
 	}
-	if got := mgr.plugin.Name(); got != "mock" {
-		t.Fatalf("Name() = %q", got)
-	}
-	// The concrete manager satisfies the same interface.
-	var _ ocicni.CNIPlugin = (*ocicni.Manager)(nil)
-	// InitCNINoInotify keeps its signature.
-	init := ocicni.InitCNINoInotify
-	_ = init
+	return names
 }

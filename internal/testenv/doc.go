@@ -33,6 +33,14 @@
 // configurations; [WriteFile] writes them. [Reservations] and [AddrsIn]
 // inspect what the plugins did.
 //
+// # Barriers
+//
+// [NewBarrier] holds a recorder verb while the test acts: the test puts
+// [Barrier.Behaviour] under the verb's key in [RecorderConf], waits with
+// [Barrier.WaitEntered] until the plugin is inside the verb, does what must
+// overlap with the call, and lets the call finish with [Barrier.Release].
+// Tests synchronize on these events, never on a plugin that sleeps.
+//
 // # Processes
 //
 // [ReadPidFile], [ProcessGone] and [KillOnCleanup] follow processes that a

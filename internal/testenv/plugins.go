@@ -25,7 +25,10 @@ const PluginDirEnv = "OCICNI_TEST_PLUGIN_DIR"
 const Recorder = "recorder"
 
 // ReferencePlugins lists the binary names of the reference plugins built
-// from the tools module. It must match the tool block of tools/go.mod.
+// from the tools module. It must match the tool directives of tools/go.mod,
+// which TestReferencePluginsMatchToolsGoMod checks. (It is not read from
+// that file at run time: a prebuilt $OCICNI_TEST_PLUGIN_DIR needs no
+// checkout, and go:embed cannot reach into another module.)
 var ReferencePlugins = []string{
 	"bandwidth", "bridge", "firewall", "host-device", "host-local",
 	"loopback", "macvlan", "portmap", "ptp", "static", "tuning",

@@ -14,6 +14,7 @@ import (
 // TestBadInputRunsNoPlugin checks that every rejected request names the
 // offending field and runs no plugin, and that no file is written.
 func TestBadInputRunsNoPlugin(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("rec", e.recorder("rec", "1.0.0", nil))
 	e.addConf("missingbin", `{"cniVersion":"1.0.0","name":"missingbin","plugins":[{"type":"recorder"},{"type":"no-such-plugin"}]}`)
@@ -109,6 +110,7 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 }
 
 func TestNoDefaultNetworkError(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	m := e.start()
 	_, err := m.SetUpPodWithContext(e.ctx(), e.pod("p"))
@@ -120,6 +122,7 @@ func TestNoDefaultNetworkError(t *testing.T) {
 // An already cancelled context runs nothing: no lo, no order record, no
 // plugin, no rollback.
 func TestCancelledContextRunsNothing(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("rec", e.recorder("rec", "1.0.0", nil))
 	m := e.start()

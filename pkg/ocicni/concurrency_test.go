@@ -2,87 +2,128 @@ package ocicni
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
-// slowNet writes a recorder network whose ADD sleeps long enough for the
-// test to act while it runs. The recorder logs the call before sleeping.
-func slowNet(e *itEnv, name string) {
-	e.addConf(name, e.recorder(name, "1.1.0", map[string]any{"add": map[string]any{"sleepMs": 1500}}))
+// heldNet writes a recorder network whose ADD is held at a barrier: the
+// test waits until the plugin is inside ADD, acts while it is held, and
+// releases it.
+func heldNet(e *itEnv, name string) *testenv.Barrier {
+	b := testenv.NewBarrier(e.t)
+	e.addConf(name, e.recorder(name, "1.1.0", map[string]any{"add": b.Behaviour(nil)}))
+	return b
 }
 
-// addsStarted reports how many ADDs the recorder has begun.
-func addsStarted(e *itEnv) func() int { return func() int { return len(e.calls("ADD")) } }
+// setUpAsync runs SetUpPodWithContext in a goroutine and returns its error
+// channel. ctx is created by the caller, on the test's goroutine.
+func setUpAsync(ctx context.Context, m *Manager, pod PodNetwork) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.SetUpPodWithContext(ctx, pod)
+		done <- err
+	}()
+	return done
+}
+
+// requireDone waits for an operation started in a goroutine and returns its
+// error; what names the operation in the failure.
+func requireDone(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(testenv.BarrierTimeout):
+		require.FailNow(t, what+" did not return")
+		return nil
+	}
+}
+
+// requirePending fails the test if the operation behind done has returned.
+func requirePending(t *testing.T, done <-chan error, msg string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.FailNow(t, msg, "it returned err=%v", err)
+	default:
+	}
+}
+
+// podLockRefs returns how many operations hold or wait for the pod's lock.
+func podLockRefs(m *Manager, id string) int {
+	m.pods.mu.Lock()
+	defer m.pods.mu.Unlock()
+	if l := m.pods.locks[id]; l != nil {
+		return l.refs
+	}
+	return 0
+}
 
 func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
-	slowNet(e, "slow")
+	held := heldNet(e, "slow")
 	m := e.start()
 	pod := e.pod("slow")
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.SetUpPodWithContext(e.ctx(), pod)
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return addsStarted(e)() == 1 }, 10*time.Second, 5*time.Millisecond)
+	done := setUpAsync(e.ctx(), m, pod)
+	held.WaitEntered(t, 1)
 
-	// While the ADD sleeps: a reload with a new file, Status, and another
-	// pod's validation all complete before the ADD does.
+	// While the ADD is held: a reload with a new file and Status complete
+	// before the ADD does.
 	e.addConf("late", e.recorder("late", "1.0.0", nil))
-	m.reload(e.ctx())
-	require.NoError(t, m.Status())
+	within(t, loadBound, "reload", func() { m.reload(e.ctx()) })
+	var err error
+	within(t, loadBound, "Status", func() { err = m.Status() })
+	require.NoError(t, err)
 	assert.Contains(t, m.Networks(), "late")
-	select {
-	case err := <-done:
-		t.Fatalf("ADD finished before Status returned (err=%v); the test proves nothing", err)
-	default:
-	}
-	require.NoError(t, <-done)
+	requirePending(t, done, "ADD finished while the plugin was held; the test proves nothing")
+
+	held.Release(t)
+	require.NoError(t, requireDone(t, done, "SetUpPod"))
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 }
 
 func TestDifferentPodsRunConcurrently(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
-	slowNet(e, "slow")
+	held := heldNet(e, "slow")
 	m := e.start()
 	pods := []PodNetwork{e.pod("a"), e.pod("b")}
-	var wg sync.WaitGroup
-	finished := make(chan struct{}, 2)
-	for _, p := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := m.SetUpPodWithContext(e.ctx(), p)
-			assert.NoError(t, err)
-			finished <- struct{}{}
-		}()
+	ctx := e.ctx()
+	dones := make([]<-chan error, len(pods))
+	for i, p := range pods {
+		dones[i] = setUpAsync(ctx, m, p)
 	}
-	// Both ADDs start before either finishes.
-	require.Eventually(t, func() bool { return addsStarted(e)() == 2 }, 10*time.Second, 5*time.Millisecond)
-	assert.Empty(t, finished, "both ADDs were running at once")
-	wg.Wait()
+
+	// Both ADDs are inside the plugin at once: neither pod waits for the
+	// other.
+	held.WaitEntered(t, 2)
+	for _, done := range dones {
+		requirePending(t, done, "an ADD finished while the plugin was held")
+	}
+	held.Release(t)
+	for i, done := range dones {
+		require.NoError(t, requireDone(t, done, "SetUpPod of "+pods[i].Name))
+	}
 	for _, p := range pods {
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), p))
 	}
 }
 
 func TestSamePodIsSerializedAndLockWaitRespectsContext(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
-	slowNet(e, "slow")
+	held := heldNet(e, "slow")
 	m := e.start()
 	pod := e.pod("p")
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.SetUpPodWithContext(e.ctx(), pod)
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return addsStarted(e)() == 1 }, 10*time.Second, 5*time.Millisecond)
+	done := setUpAsync(e.ctx(), m, pod)
+	held.WaitEntered(t, 1)
 
 	// A teardown of the same pod waits for the lock; its context expires.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -91,10 +132,21 @@ func TestSamePodIsSerializedAndLockWaitRespectsContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Empty(t, e.calls("DEL"), "the waiting teardown ran no plugin")
 
-	// Without a deadline it runs after the ADD.
-	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
-	require.NoError(t, <-done)
+	// Without a deadline it queues on the pod's lock behind the ADD, and
+	// runs once the ADD is released.
+	teardown := make(chan error, 1)
+	tctx := e.ctx()
+	go func() { teardown <- m.TearDownPodWithContext(tctx, pod) }()
+	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
+		"the teardown waits for the pod's lock")
+	requirePending(t, teardown, "the teardown returned while the ADD was held")
+	assert.Empty(t, e.calls("DEL"), "the queued teardown ran no plugin")
+	released := time.Now()
+	held.Release(t)
+	require.NoError(t, requireDone(t, teardown, "TearDownPod"))
+	require.NoError(t, requireDone(t, done, "SetUpPod"))
 	adds, dels := e.calls("ADD"), e.calls("DEL")
+	require.Len(t, adds, 1)
 	require.Len(t, dels, 1)
-	assert.True(t, dels[0].Time.After(adds[0].Time.Add(time.Second)), "DEL ran after the slow ADD")
+	assert.True(t, dels[0].Time.After(released), "DEL ran after the held ADD was released")
 }

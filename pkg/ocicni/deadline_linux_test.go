@@ -16,6 +16,7 @@ import (
 // caller's deadline passes; the setup fails with the deadline, rolls back,
 // and leaves nothing behind.
 func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	childPidFile := filepath.Join(t.TempDir(), "child.pid")
 	e.recordedBridge("good", nil)
@@ -26,13 +27,8 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "hung"}}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.SetUpPodWithContext(ctx, pod)
-		done <- err
-	}()
+	ctx := newExpiringCtx()
+	done := setUpAsync(ctx, m, pod)
 	child := waitPid(t, childPidFile)
 	var plugin int
 	require.Eventually(t, func() bool {
@@ -44,6 +40,7 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 		return plugin != 0
 	}, 10*time.Second, 5*time.Millisecond, "the hung ADD was logged")
 
+	ctx.expire() // the deadline passes while the ADD hangs
 	err := requireReturns(t, done)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var se *SetupError

@@ -2,6 +2,12 @@ package ocicni
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,16 +17,55 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
-// deadlinePod sets up a pod on a bridge network and then a network whose
-// ADD takes 3 s (and DEL 1 s), under a 1 s deadline. The call returns at
-// the deadline with the rollback still running in the background.
-func deadlinePod(t *testing.T, e *itEnv, m *Manager) (PodNetwork, *SetupError) {
+// expiringCtx is a context whose deadline passes when the test calls
+// expire, rather than at a time that a loaded machine may reach before the
+// step it must interrupt has started. Once expired, Done is closed and Err
+// is context.DeadlineExceeded, as when a real deadline passes, and the
+// contexts derived from it see the same.
+type expiringCtx struct {
+	done chan struct{}
+	once sync.Once
+}
+
+var _ context.Context = (*expiringCtx)(nil)
+
+func newExpiringCtx() *expiringCtx { return &expiringCtx{done: make(chan struct{})} }
+
+func (c *expiringCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *expiringCtx) Done() <-chan struct{}       { return c.done }
+func (c *expiringCtx) Value(any) any               { return nil }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// expire makes the deadline pass.
+func (c *expiringCtx) expire() { c.once.Do(func() { close(c.done) }) }
+
+// deadlineNets are the barriers of the "slow" network of [deadlineEnv].
+type deadlineNets struct {
+	add *testenv.Barrier // holds slow's ADD until the plugin is killed
+	del *testenv.Barrier // holds slow's DEL, the rollback's first step
+}
+
+// deadlinePod sets up a pod on a bridge network and then on "slow", and
+// lets the deadline pass while slow's ADD is held. The call returns at the
+// deadline with the rollback still running in the background: it is held
+// at slow's DEL until the test releases d.del.
+func deadlinePod(t *testing.T, e *itEnv, m *Manager, d deadlineNets) (PodNetwork, *SetupError) {
 	t.Helper()
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "slow"}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err := m.SetUpPodWithContext(ctx, pod)
+	ctx := newExpiringCtx()
+	done := setUpAsync(ctx, m, pod)
+	d.add.WaitEntered(t, 1)
+	ctx.expire()
+	err := requireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending, "returned before the rollback finished")
 	var se *SetupError
@@ -34,23 +79,51 @@ func deadlinePod(t *testing.T, e *itEnv, m *Manager) (PodNetwork, *SetupError) {
 	return pod, se
 }
 
-func deadlineEnv(t *testing.T) (*itEnv, *Manager) {
+func deadlineEnv(t *testing.T) (*itEnv, *Manager, deadlineNets) {
 	t.Helper()
 	e := newITEnv(t)
+	d := deadlineNets{add: testenv.NewBarrier(t), del: testenv.NewBarrier(t)}
 	e.recordedBridge("good", nil)
 	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{
-		"add": map[string]any{"sleepMs": 3000},
-		"del": map[string]any{"sleepMs": 1000},
+		"add": d.add.Behaviour(nil),
+		"del": d.del.Behaviour(nil),
 	}))
-	return e, e.start()
+	m := e.start()
+	// Cleanups run last in, first out: release before the manager's
+	// Shutdown, which waits for a rollback held at d.del.
+	t.Cleanup(func() {
+		d.add.Release(t)
+		d.del.Release(t)
+	})
+	return e, m, d
+}
+
+// reservationsNow lists host-local's reservations for network without
+// failing the test, for use off the test's goroutine.
+func reservationsNow(dataDir, network string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(dataDir, network))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var ips []string
+	for _, ent := range ents {
+		if net.ParseIP(ent.Name()) != nil {
+			ips = append(ips, ent.Name())
+		}
+	}
+	return ips, err
 }
 
 // The caller's deadline is a promise: the call returns at the deadline,
 // and the rollback finishes in the background without any further call.
 func TestSetupDeadlineRollsBackInBackground(t *testing.T) {
-	e, m := deadlineEnv(t)
-	pod, _ := deadlinePod(t, e, m)
+	t.Parallel()
+	e, m, d := deadlineEnv(t)
+	pod, _ := deadlinePod(t, e, m, d)
 
+	d.del.WaitEntered(t, 1) // the rollback started on its own
+	assert.Len(t, testenv.Reservations(t, e.dataDir, "good"), 1, "good's DEL comes after slow's")
+	d.del.Release(t)
 	require.Eventually(t, func() bool {
 		return len(testenv.Reservations(t, e.dataDir, "good")) == 0 && len(e.orderFiles()) == 0
 	}, 30*time.Second, 20*time.Millisecond, "the background rollback released the bridge's reservation")
@@ -61,28 +134,40 @@ func TestSetupDeadlineRollsBackInBackground(t *testing.T) {
 // As CRI-O does, the runtime tears the pod down right after the failure:
 // the teardown waits for the background rollback, then finds nothing left.
 func TestTeardownWaitsForBackgroundRollback(t *testing.T) {
-	e, m := deadlineEnv(t)
-	pod, _ := deadlinePod(t, e, m)
+	t.Parallel()
+	e, m, d := deadlineEnv(t)
+	pod, _ := deadlinePod(t, e, m, d)
+	d.del.WaitEntered(t, 1)
 
-	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
-	e.assertClean(pod, "good")
-	dels := e.calls("DEL")
-	require.GreaterOrEqual(t, len(dels), 2)
-	assert.Equal(t, []string{"slow", "good"}, []string{dels[0].Network, dels[1].Network},
-		"the rollback's DELs ran first; the teardown ran after it released the pod")
-
-	// Another pod is never delayed by the rollback of the first.
+	// Another pod is never delayed by the rollback of the first: it comes
+	// and goes while the rollback is held.
 	other := e.pod("other")
 	other.Networks = []NetAttachment{{Name: "good"}}
 	e.setUp(other)
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), other))
+
+	teardown := make(chan error, 1)
+	ctx := e.ctx()
+	go func() { teardown <- m.TearDownPodWithContext(ctx, pod) }()
+	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
+		"the teardown waits for the pod's lock, which the rollback holds")
+	requirePending(t, teardown, "the teardown returned while the rollback was held")
+	d.del.Release(t)
+	require.NoError(t, requireDone(t, teardown, "TearDownPod"))
+	e.assertClean(pod, "good")
+	dels := e.callsFor("DEL", pod.ID)
+	require.GreaterOrEqual(t, len(dels), 2)
+	assert.Equal(t, []string{"slow", "good"}, []string{dels[0].Network, dels[1].Network},
+		"the rollback's DELs ran first; the teardown ran after it released the pod")
 }
 
 // A setup of the same sandbox that arrives during the background rollback
 // waits for it, within its own context.
 func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
-	e, m := deadlineEnv(t)
-	pod, _ := deadlinePod(t, e, m)
+	t.Parallel()
+	e, m, d := deadlineEnv(t)
+	pod, _ := deadlinePod(t, e, m, d)
+	d.del.WaitEntered(t, 1)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -90,8 +175,14 @@ func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
 		Networks: []NetAttachment{{Name: "good"}}})
 	require.ErrorIs(t, err, context.Canceled)
 
+	// A setup whose context is live waits for the rollback, then attaches.
 	pod.Networks = []NetAttachment{{Name: "good"}}
-	e.setUp(pod) // waits for the rollback, then attaches
+	done := setUpAsync(e.ctx(), m, pod)
+	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
+		"the setup waits for the pod's lock, which the rollback holds")
+	requirePending(t, done, "the setup returned while the rollback was held")
+	d.del.Release(t)
+	require.NoError(t, requireDone(t, done, "SetUpPod"))
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "good"), 1)
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 	e.assertClean(pod, "good")
@@ -99,17 +190,44 @@ func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
 
 // Shutdown waits for background rollbacks.
 func TestShutdownWaitsForBackgroundRollback(t *testing.T) {
-	e, m := deadlineEnv(t)
-	pod, _ := deadlinePod(t, e, m)
+	t.Parallel()
+	e, m, d := deadlineEnv(t)
+	pod, _ := deadlinePod(t, e, m, d)
+	d.del.WaitEntered(t, 1)
 
-	require.NoError(t, m.Shutdown())
-	assert.Empty(t, testenv.Reservations(t, e.dataDir, "good"), "the rollback finished before Shutdown returned")
+	// What was left the moment Shutdown returned.
+	type shutdown struct {
+		err  error
+		left []string
+	}
+	done := make(chan shutdown, 1)
+	go func() {
+		err := m.Shutdown()
+		left, rerr := reservationsNow(e.dataDir, "good")
+		done <- shutdown{errors.Join(err, rerr), left}
+	}()
+	<-m.ctx.Done() // Shutdown has begun
+	select {
+	case s := <-done:
+		require.FailNow(t, "Shutdown returned while the rollback was held", "err=%v", s.err)
+	default:
+	}
+	d.del.Release(t)
+	var s shutdown
+	select {
+	case s = <-done:
+	case <-time.After(testenv.BarrierTimeout):
+		require.FailNow(t, "Shutdown did not return after the rollback was released")
+	}
+	require.NoError(t, s.err)
+	assert.Empty(t, s.left, "the rollback finished before Shutdown returned")
 	e.assertClean(pod, "good")
 }
 
 // Shutdown keeps ocicni's meaning: it stops the watcher, and every method
 // keeps working afterwards, reloading on a missing network.
 func TestShutdownKeepsServing(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start(withWatcher)

@@ -23,7 +23,9 @@ import (
 )
 
 // itEnv is an integration environment: real plugins, a private conf dir,
-// cache dir, host-local data dir and recorder log.
+// cache dir, host-local data dir and recorder log. With the bridges and
+// subnets of testenv.Alloc and a netns per pod, nothing is shared between
+// environments, so the tests that use one call t.Parallel.
 type itEnv struct {
 	t        *testing.T
 	confDir  string

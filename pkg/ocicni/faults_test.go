@@ -33,12 +33,14 @@ func (e *itEnv) cachePath(network string, pod PodNetwork, ifname string) string 
 }
 
 func TestTeardownCorruptCacheEntry(t *testing.T) {
+	t.Parallel()
 	for name, content := range map[string]string{
 		"zero length":    "",
 		"truncated":      `{"kind":"cniCacheV1","containerId":`,
 		"missing fields": `{"kind":"cniCacheV1","config":"e30="}`,
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			m, pod := twoNetPod(t, e)
 			require.NoError(t, os.WriteFile(e.cachePath("neta", pod, "eth0"), []byte(content), 0o600))
@@ -53,6 +55,7 @@ func TestTeardownCorruptCacheEntry(t *testing.T) {
 }
 
 func TestTeardownCorruptEntryWithoutConfigIsReported(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	_, pod := twoNetPod(t, e)
 	require.NoError(t, os.WriteFile(e.cachePath("neta", pod, "eth0"), nil, 0o600))
@@ -70,6 +73,7 @@ func TestTeardownCorruptEntryWithoutConfigIsReported(t *testing.T) {
 }
 
 func TestTeardownPluginCrashOnDEL(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	e.recordedBridge("crashy", map[string]any{"del": map[string]any{"crash": true}})
@@ -87,6 +91,7 @@ func TestTeardownPluginCrashOnDEL(t *testing.T) {
 }
 
 func TestTeardownPluginBinaryRemovedSinceADD(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	binDir := t.TempDir()
 	bin, err := os.ReadFile(filepath.Join(pluginDir, testenv.Recorder))

@@ -18,8 +18,10 @@ import (
 // find the attachment through the order record and release it, even after
 // the netns is gone. ForgetPodCache is the supported way to do the same.
 func TestGCAfterRuntimeDropsTheCache(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"rm by hand, as CRI-O does", "ForgetPodCache"} {
 		t.Run(how, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			flag := faultFlag(t)
 			e.recordedBridge("neta", map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})
@@ -60,6 +62,7 @@ func TestGCAfterRuntimeDropsTheCache(t *testing.T) {
 // ForgetPodCache records attachments that only the cache knew (another
 // libcni user's entry) before it drops them, and runs no plugin.
 func TestForgetPodCacheRecordsBeforeDropping(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start()
@@ -91,8 +94,10 @@ func TestForgetPodCacheRecordsBeforeDropping(t *testing.T) {
 // its order record, and the default network on eth0 for a pod that names
 // no networks, count as valid attachments.
 func TestGCProtectsValidPodWithoutCacheEntry(t *testing.T) {
+	t.Parallel()
 	for _, wipe := range []string{"cache", "cache and order record"} {
 		t.Run(wipe, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			n := testenv.Alloc(t)
 			e.addConf("pool", testenv.Conflist("pool", "1.1.0", fmt.Sprintf(

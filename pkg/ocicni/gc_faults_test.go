@@ -17,6 +17,7 @@ import (
 )
 
 func TestGCCorruptEntries(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	confB := e.gcConflist("netb", nil, nil)
@@ -71,6 +72,7 @@ func TestGCCorruptEntries(t *testing.T) {
 }
 
 func TestGCContinuesPastErrors(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
 	e.recordedBridge("busy", map[string]any{"del": map[string]any{"errorCode": 11, "errorMsg": "busy", "onlyIfExists": flag}})
@@ -103,6 +105,7 @@ func TestGCContinuesPastErrors(t *testing.T) {
 }
 
 func TestGCRemovesOrderRecordOfFailedRollback(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	m, pod, flag := e.failedRollbackPod()
 
@@ -133,6 +136,7 @@ func (e *itEnv) poolConflist(name string) string {
 // verb that ran while an ADD was between host-local and the cache would
 // release that pod's address, and its CHECK would fail.
 func TestGCRacesWithSetupAndTeardown(t *testing.T) {
+	t.Parallel()
 	const workers, rounds = 4, 3
 	e := newITEnv(t)
 	e.addConf("neta", e.gcConflist("neta", nil, nil))

@@ -133,6 +133,7 @@ func (e *itEnv) assertNoOrder(pod PodNetwork) {
 }
 
 func TestGCReleasesStalePods(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("neta", e.gcConflist("neta", nil, nil))
 	fileB := e.addConf("netb", e.gcConflist("netb", nil, nil))
@@ -186,6 +187,7 @@ func TestGCReleasesStalePods(t *testing.T) {
 }
 
 func TestGCDisableGCHonoured(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("quiet", e.gcConflist("quiet", map[string]any{"disableGC": true}, nil))
 	e.addConf("loud", e.gcConflist("loud", nil, nil))
@@ -212,6 +214,7 @@ func TestGCDisableGCHonoured(t *testing.T) {
 // default network, so GC deleted its attachment once another network
 // became the default.
 func TestGCKeepsValidPodOnNonDefaultNetwork(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("neta", e.gcConflist("neta", nil, nil))
 	e.start()
@@ -246,6 +249,7 @@ func TestGCKeepsValidPodOnNonDefaultNetwork(t *testing.T) {
 }
 
 func TestGCDoesNotModifyValidPods(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("neta", e.gcConflist("neta", nil, nil))
 	m := e.start()
@@ -293,8 +297,10 @@ func TestGCDoesNotModifyValidPods(t *testing.T) {
 }
 
 func TestGCNeverPassesNilValidAttachments(t *testing.T) {
+	t.Parallel()
 	for name, valid := range map[string][]*PodNetwork{"nil": nil, "empty": {}} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.addConf("neta", e.gcConflist("neta", nil, nil))
 			m := e.start()

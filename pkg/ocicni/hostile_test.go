@@ -47,6 +47,7 @@ func editCachedConfig(t *testing.T, m map[string]any, edit func(map[string]any))
 // fix, each of these deleted the victim file outside the cache dir and ran
 // the plugin with the hostile name.
 func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		victim string // relative to the cache dir's parent
@@ -74,6 +75,7 @@ func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
 	for _, tt := range tests {
 		for _, verb := range []string{"teardown", "gc"} {
 			t.Run(tt.name+"/"+verb, func(t *testing.T) {
+				t.Parallel()
 				e := newITEnv(t)
 				e.recordedBridge("neta", nil)
 				m := e.start()
@@ -108,6 +110,7 @@ func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
 // of a cache entry must not block or exhaust teardown and GC; the
 // attachment is deleted with the loaded config and the file removed.
 func TestNonRegularOrHugeCacheEntry(t *testing.T) {
+	t.Parallel()
 	tests := map[string]func(t *testing.T, path string){
 		"fifo": func(t *testing.T, path string) { require.NoError(t, syscall.Mkfifo(path, 0o600)) },
 		"symlink to /dev/zero": func(t *testing.T, path string) {
@@ -120,6 +123,7 @@ func TestNonRegularOrHugeCacheEntry(t *testing.T) {
 	for name, plant := range tests {
 		for _, verb := range []string{"teardown", "gc"} {
 			t.Run(name+"/"+verb, func(t *testing.T) {
+				t.Parallel()
 				e := newITEnv(t)
 				e.recordedBridge("neta", nil)
 				m := e.start()
@@ -145,6 +149,7 @@ func TestNonRegularOrHugeCacheEntry(t *testing.T) {
 // before running the plugins, so a failing DEL lost the cached config.
 // Now the DEL runs without it, and the entry stays until DEL succeeds.
 func TestUndecodableCachedResultSurvivesFailedDEL(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
 	e.recordedBridge("neta", map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})
@@ -170,6 +175,7 @@ func TestUndecodableCachedResultSurvivesFailedDEL(t *testing.T) {
 // The host's network namespace is refused for setup, teardown and status,
 // and a cache entry that names it does not make DEL run there.
 func TestHostNetNSRefused(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start()

@@ -17,6 +17,7 @@ import (
 // the fix, each of these returned nil or dropped the record, and the IP
 // and the veth leaked for good once the config and the plugin recovered.
 func TestOrderRecordKeptUntilAttachmentDeleted(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		noConfig   bool // the network's config file is gone meanwhile
@@ -46,6 +47,7 @@ func TestOrderRecordKeptUntilAttachmentDeleted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			m, pod, flag := e.failedRollbackPod()
 			confFile := filepath.Join(e.confDir, "10-neta.conflist")
@@ -85,6 +87,7 @@ func TestOrderRecordKeptUntilAttachmentDeleted(t *testing.T) {
 // A teardown by ID without config reports the orphaned attachment with its
 // own outcome class, under the tolerant policy too, where it is logged.
 func TestOrphanedOutcome(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	_, pod, flag := e.failedRollbackPod()
 	require.NoError(t, os.Remove(filepath.Join(e.confDir, "10-neta.conflist")))
@@ -104,6 +107,7 @@ func TestOrphanedOutcome(t *testing.T) {
 // A rollback keeps in the record exactly the attachments whose DEL failed,
 // and a teardown that deletes some of them drops only those.
 func TestOrderRecordPrunedPerAttachment(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
 	e.recordedBridge("neta", map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})

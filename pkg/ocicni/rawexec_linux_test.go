@@ -155,6 +155,7 @@ func TestDefaultExecMatchesRawExec(t *testing.T) {
 // child holding its stdout is killed together with the child, and
 // ExecPlugin returns the context's error and the plugin's *types.Error.
 func TestDefaultExecKillsProcessGroupWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		ctx    func() (context.Context, context.CancelFunc)
@@ -168,6 +169,7 @@ func TestDefaultExecKillsProcessGroupWhenContextEnds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			plugin := script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
 sleep 1000 &
@@ -211,8 +213,10 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plugin := script(t, `setsid sleep 1000 &
-echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
+			// The child writes its own pid once setsid has taken it out of
+			// the plugin's group: a pid written by the plugin ($!) could be
+			// read, and the group killed, before the child left it.
+			plugin := script(t, `setsid sh -c 'echo $$ > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid && exec sleep 1000' &
 `+tc.tail)
 			e := typedExec{inner: &defaultExec{rawExec: &groupExec{waitDelay: 100 * time.Millisecond}}}
 			ctx, cancel := context.WithCancel(context.Background())

@@ -21,6 +21,7 @@ func rawResult(t *testing.T, s string) json.RawMessage {
 }
 
 func TestEmptyResultAsOnlyPlugin(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("cfg", e.recorder("cfg", "1.0.0", map[string]any{"add": map[string]any{"emptyResult": true}}))
 	m := e.start()
@@ -43,6 +44,7 @@ func TestEmptyResultAsOnlyPlugin(t *testing.T) {
 }
 
 func TestEmptyResultAtEndOfRealChain(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.bridgeNet("chain", "1.0.0", e.recorder("chain", "1.0.0", map[string]any{"add": map[string]any{"emptyResult": true}}))
 	m := e.start()
@@ -57,6 +59,7 @@ func TestEmptyResultAtEndOfRealChain(t *testing.T) {
 }
 
 func TestResultShapes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		version   string
@@ -112,6 +115,7 @@ func TestResultShapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.addConf("shape", e.recorder("shape", tt.version, map[string]any{"add": map[string]any{"result": rawResult(t, tt.result)}}))
 			m := e.start()
@@ -172,8 +176,10 @@ func TestSandboxIPsNeverPanics(t *testing.T) {
 }
 
 func TestRealPluginsAtEveryVersion(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(version, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.bridgeNet("net", version, `{"type":"tuning","mtu":1400}`)
 			m := e.start()
@@ -196,6 +202,7 @@ func TestRealPluginsAtEveryVersion(t *testing.T) {
 }
 
 func TestStatusVerb(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
 	e.addConf("sick", e.recorder("sick", "1.1.0", map[string]any{

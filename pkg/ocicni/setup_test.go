@@ -16,6 +16,7 @@ import (
 )
 
 func TestSetUpTearDownBridge(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	n := e.bridgeNet("bridgenet", "1.0.0")
 	m := e.start()
@@ -64,6 +65,7 @@ func TestSetUpTearDownBridge(t *testing.T) {
 }
 
 func TestSetUpMultipleNetworks(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	// macvlan below uses neta's bridge as its master, which makes the bridge
 	// promiscuous; bridge's CHECK must expect that.
@@ -118,6 +120,7 @@ func TestSetUpMultipleNetworks(t *testing.T) {
 }
 
 func TestRuntimeConfigReachesPlugins(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	caps := `"capabilities":{"portMappings":true,"bandwidth":true,"ipRanges":true,"aliases":true,"cgroupPath":true,"io.kubernetes.cri.pod-annotations":true}`
 	rec := strings.Replace(e.recorder("capnet", "1.0.0", nil), `"type"`, caps+`,"type"`, 1)
@@ -165,6 +168,7 @@ func TestRuntimeConfigReachesPlugins(t *testing.T) {
 }
 
 func TestStaticIPReachesHostLocal(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	n := e.bridgeNet("staticnet", "1.0.0")
 	m := e.start()

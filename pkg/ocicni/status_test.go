@@ -12,6 +12,7 @@ import (
 )
 
 func TestStatusRunsCheckByVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		version      string
 		disableCheck bool
@@ -24,6 +25,7 @@ func TestStatusRunsCheckByVersion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.version, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			n := testenv.Alloc(t)
 			list := testenv.BridgeConflist("net", tt.version, n, e.dataDir, e.recorder("net", tt.version, nil))
@@ -48,8 +50,10 @@ func TestStatusRunsCheckByVersion(t *testing.T) {
 }
 
 func TestStatusFallsBackToNetnsWithoutCachedResult(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"0.3.1", "1.0.0"} {
 		t.Run(version, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.bridgeNet("net", version)
 			m := e.start()
@@ -75,6 +79,7 @@ func TestStatusFallsBackToNetnsWithoutCachedResult(t *testing.T) {
 }
 
 func TestStatusCheckFailureNamesNetwork(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("chk", e.recorder("chk", "1.0.0", map[string]any{"check": map[string]any{"errorCode": 101, "errorMsg": "drifted"}}))
 	m := e.start()

@@ -19,6 +19,7 @@ import (
 // only by chance, and the cached config held only the inline plugins, so
 // the sub-folder's plugins never got their DEL.
 func TestSubFolderPluginsAddedLaterAreCachedAndDeleted(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.bridgeNet("neta", "1.0.0")
 	top := filepath.Join(e.confDir, "10-neta.conflist")

@@ -34,6 +34,7 @@ func (e *itEnv) recordedBridge(name string, recExtra map[string]any) {
 }
 
 func TestTeardownMiddleNetworkDELFails(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
 	e.recordedBridge("neta", nil)
@@ -79,25 +80,38 @@ func (e *itEnv) addDelegateEntry(pod PodNetwork, network, ifname string) {
 	require.NoError(e.t, err)
 }
 
-func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
-	e := newITEnv(t)
+// duplicateIfnamePod sets up a pod on neta (eth0) and netb (net1), and
+// adds a delegate's cache entry for the same container's eth0.
+func (e *itEnv) duplicateIfnamePod() (*Manager, PodNetwork) {
+	e.t.Helper()
 	e.recordedBridge("neta", nil)
 	e.recordedBridge("netb", nil)
 	m := e.start()
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "neta", Ifname: "eth0"}, {Name: "netb", Ifname: "net1"}}
 	_, err := m.SetUpPodWithContext(e.ctx(), pod)
-	require.NoError(t, err)
+	require.NoError(e.t, err)
 	e.addDelegateEntry(pod, "delegate", "eth0")
-	require.Len(t, e.cacheFiles(), 3)
+	require.Len(e.t, e.cacheFiles(), 3)
+	return m, pod
+}
 
-	// Status reports what this manager attached, not the delegate's entry.
-	status, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
-	require.NoError(t, err)
-	require.Len(t, status, 2)
-	assert.Equal(t, NetAttachment{Name: "neta", Ifname: "eth0"}, status[0].NetAttachment)
-
+// Each subtest sets up its own pod, so that none depends on another.
+func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
+	t.Parallel()
+	t.Run("status reports what this manager attached, not the delegate's entry", func(t *testing.T) {
+		t.Parallel()
+		e := newITEnv(t)
+		m, pod := e.duplicateIfnamePod()
+		status, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
+		require.NoError(t, err)
+		require.Len(t, status, 2)
+		assert.Equal(t, NetAttachment{Name: "neta", Ifname: "eth0"}, status[0].NetAttachment)
+	})
 	t.Run("requested networks are never widened", func(t *testing.T) {
+		t.Parallel()
+		e := newITEnv(t)
+		m, pod := e.duplicateIfnamePod()
 		only := pod
 		only.Networks = []NetAttachment{{Name: "netb", Ifname: "net1"}}
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), only))
@@ -107,6 +121,9 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 		assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
 	})
 	t.Run("all cached attachments get DEL, duplicates included", func(t *testing.T) {
+		t.Parallel()
+		e := newITEnv(t)
+		m, pod := e.duplicateIfnamePod()
 		all := pod
 		all.Networks = nil
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), all))
@@ -123,12 +140,14 @@ func TestTeardownToleratesDuplicateIfnamesInCache(t *testing.T) {
 }
 
 func TestTeardownUsesCachedConfigAfterRemoval(t *testing.T) {
+	t.Parallel()
 	for _, keepOther := range []bool{true, false} {
 		name := "conf dir empty"
 		if keepOther {
 			name = "other network remains"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.bridgeNet("net", "1.0.0")
 			if keepOther {
@@ -160,6 +179,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestSetupRollback(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("good", nil)
 	e.addConf("bad", e.recorder("bad", "1.0.0", map[string]any{"add": map[string]any{"errorCode": 7, "errorMsg": "no"}}))
@@ -178,15 +198,19 @@ func TestSetupRollback(t *testing.T) {
 }
 
 func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("good", nil)
-	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": map[string]any{"sleepMs": 5000}}))
+	held := testenv.NewBarrier(t) // never released: the deadline kills the ADD
+	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": held.Behaviour(nil)}))
 	m := e.start()
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "slow"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	_, err := m.SetUpPodWithContext(ctx, pod)
+	ctx := newExpiringCtx()
+	done := setUpAsync(ctx, m, pod)
+	held.WaitEntered(t, 1)
+	ctx.expire()
+	err := requireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)
 	m.rollbacks.wait()
@@ -195,6 +219,7 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 }
 
 func TestTolerantTeardown(t *testing.T) {
+	t.Parallel()
 	del := map[string]any{"del": map[string]any{"errorCode": 100, "errorMsg": "broken"}}
 	cases := map[string]func(e *itEnv) []Option{
 		"global option": func(e *itEnv) []Option {
@@ -210,6 +235,7 @@ func TestTolerantTeardown(t *testing.T) {
 	}
 	for name, setup := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.recordedBridge("solid", nil)
 			m := e.start(setup(e)...)
@@ -242,6 +268,7 @@ func TestTolerantTeardown(t *testing.T) {
 }
 
 func TestTeardownIdempotentAndVanishedNetns(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.bridgeNet("net", "1.0.0")
 	m := e.start()
@@ -257,6 +284,7 @@ func TestTeardownIdempotentAndVanishedNetns(t *testing.T) {
 }
 
 func TestTeardownOrderIsReverseOfAddSurvivingRestart(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	for _, n := range []string{"zeta", "alpha", "mid"} {
 		e.addConf(n, e.recorder(n, "1.0.0", nil))
@@ -276,6 +304,7 @@ func TestTeardownOrderIsReverseOfAddSurvivingRestart(t *testing.T) {
 }
 
 func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start()
@@ -299,6 +328,7 @@ func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
 }
 
 func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	e.recordedBridge("gone", map[string]any{"del": map[string]any{"errorCode": 3, "errorMsg": "no such container"}})
@@ -325,6 +355,7 @@ func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
 // cached; a later teardown that names only the sandbox ID (as after a
 // runtime restart) still deletes it inside the netns recorded at ADD.
 func TestTeardownOfUncachedAttachmentUsesRecordedNetns(t *testing.T) {
+	t.Parallel()
 	e := newITEnv(t)
 	m, pod, flag := e.failedRollbackPod()
 

@@ -14,9 +14,11 @@ import (
 // host-local before it get no DEL. By default that is logged at Warn with
 // the network; WithDELPastUnknownContainer runs every plugin's DEL.
 func TestCode3InsideAChain(t *testing.T) {
+	t.Parallel()
 	for _, past := range []bool{false, true} {
 		name := map[bool]string{false: "default", true: "past unknown"}[past]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newITEnv(t)
 			e.recordedBridge("gone", map[string]any{"del": map[string]any{"errorCode": 3, "errorMsg": "no such container"}})
 			var opts []Option

@@ -86,6 +86,7 @@ func waitSkipped(t *testing.T, m *Manager, path string, want error) {
 }
 
 func TestWatchCreate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		initial     map[string]string
@@ -130,6 +131,7 @@ func TestWatchCreate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			for name, content := range tt.initial {
 				writeConf(t, e.confDir, name, content)
@@ -150,6 +152,7 @@ func TestWatchCreate(t *testing.T) {
 }
 
 func TestWatchAtomicRename(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		staging func(t *testing.T, e *watchEnv) string // the temp file's dir
@@ -160,6 +163,7 @@ func TestWatchAtomicRename(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			writeConf(t, e.confDir, "20-keep.conflist", conflist("keep", "1.0.0", "good"))
 			m := e.manager(t)
@@ -190,6 +194,7 @@ func TestWatchAtomicRename(t *testing.T) {
 }
 
 func TestWatchWrite(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		rewrite   string
@@ -202,6 +207,7 @@ func TestWatchWrite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			path := writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
 			m := e.manager(t)
@@ -216,6 +222,7 @@ func TestWatchWrite(t *testing.T) {
 }
 
 func TestWatchRemove(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		files       []string // network names; file i is "<i>0-<name>.conflist"
@@ -229,6 +236,7 @@ func TestWatchRemove(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			paths := map[string]string{}
 			for i, n := range tt.files {
@@ -252,8 +260,10 @@ func TestWatchRemove(t *testing.T) {
 }
 
 func TestWatchConfDirCreatedLate(t *testing.T) {
+	t.Parallel()
 	for _, rel := range []string{"net.d", "a/b/net.d"} {
 		t.Run(rel, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			e.confDir = filepath.Join(t.TempDir(), filepath.FromSlash(rel))
 			m := e.manager(t)
@@ -276,6 +286,7 @@ func TestWatchConfDirCreatedLate(t *testing.T) {
 // deleted (or moved away) and recreated must still be watched, whether it
 // comes back at once or after the watcher has seen it gone.
 func TestWatchConfDirRecreated(t *testing.T) {
+	t.Parallel()
 	kinds := []struct {
 		name    string
 		remove  func(t *testing.T, e *watchEnv, round int)
@@ -315,6 +326,7 @@ func TestWatchConfDirRecreated(t *testing.T) {
 				name = kind.name + "/after the removal is seen"
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				e := newWatchEnv(t)
 				writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
 				m := e.manager(t)
@@ -339,6 +351,7 @@ func TestWatchConfDirRecreated(t *testing.T) {
 }
 
 func TestWatchInvalidFileBesideValid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		broken string
@@ -350,6 +363,7 @@ func TestWatchInvalidFileBesideValid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			installPlugin(t, e.binDir, "old")
 			e.exec.support("old", "0.3.1")
@@ -371,6 +385,7 @@ func TestWatchInvalidFileBesideValid(t *testing.T) {
 }
 
 func TestWatchPluginInstalledLate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// binDirs returns the manager's bin dirs and the one "late" goes to.
@@ -402,6 +417,7 @@ func TestWatchPluginInstalledLate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWatchEnv(t)
 			path := writeConf(t, e.confDir, "10-late.conflist", conflist("late", "1.0.0", "good", "late"))
 			writeConf(t, e.confDir, "20-a.conflist", conflist("a", "1.0.0", "good"))
@@ -441,6 +457,9 @@ func (c *countingExec) lookups(plugin string) int {
 	return c.finds[plugin]
 }
 
+// TestWatchBurstCoalesces does not run in parallel with other tests: on a
+// machine busy with them, the writes of the burst could be spread over more
+// debounce periods than the bound allows.
 func TestWatchBurstCoalesces(t *testing.T) {
 	const n = 50
 	e := newWatchEnv(t)
@@ -463,7 +482,10 @@ func TestWatchBurstCoalesces(t *testing.T) {
 	assert.LessOrEqual(t, reloads, n/5, "a burst of events is coalesced into few reloads")
 }
 
-// inotifyFDs counts this process's open inotify instances.
+// inotifyFDs counts this process's open inotify instances. The tests that
+// count them, or count goroutines with managerGoroutines, see every test's
+// managers, so they never call t.Parallel: serial tests run before the
+// parallel ones start.
 func inotifyFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
@@ -572,6 +594,7 @@ func TestWatchShutdownWithoutWatcher(t *testing.T) {
 }
 
 func TestWatchSurvivesConfDirReplacedByFile(t *testing.T) {
+	t.Parallel()
 	e := newWatchEnv(t)
 	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
 	m := e.manager(t)

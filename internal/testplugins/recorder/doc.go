@@ -19,9 +19,26 @@
 // A Behaviour has these keys, all optional:
 //
 //   - "sleepMs": after logging the call, sleep this many milliseconds
-//     before acting.
+//     before acting. Tests use it only for a plugin that must outlast a
+//     context deadline; to hold a plugin while the test acts, they use
+//     "enteredFile" and "waitForFile".
+//   - "enteredFile": an absolute path. Once inside the verb (after logging
+//     the call and after "childPidFile"), append one line
+//     "VERB containerID ifname" to this file, creating it if needed. Each
+//     call appends with a single write, so the number of lines is the
+//     number of calls that got this far, however many run at once.
+//   - "waitForFile": an absolute path. After "enteredFile", wait until this
+//     file exists (polling every few milliseconds), then go on with the
+//     rest of the behaviour. Together the two make a barrier: a test waits
+//     for enteredFile, acts while the plugin is held, and creates
+//     waitForFile to release it. A file that exists already does not hold
+//     the plugin at all.
+//   - "waitMaxMs": how long "waitForFile" waits at most, 60000 when unset.
+//     When the file has not appeared by then, the call fails with code 999
+//     (internal error), so a test that forgets to release a plugin fails
+//     instead of hanging.
 //   - "childPidFile": an absolute path. After logging the call (and before
-//     "sleepMs"), start a child process that inherits the plugin's stdout
+//     "enteredFile"), start a child process that inherits the plugin's stdout
 //     and stderr and sleeps for an hour, write the child's pid to this file
 //     (through a rename, so it is never read half-written), and go on with
 //     the rest of the behaviour. The plugin never waits for the child, so
@@ -44,8 +61,10 @@
 //     1.x, {"cniVersion":V,"dns":{}} for 0.1.0 to 0.4.0 (no "ip4" for 0.1.0
 //     and 0.2.0). libcni parses all of these without error.
 //
-// A crash wins over an error, and "result" over "emptyResult", when both
-// are set.
+// The steps run in this order: log the call, "childPidFile",
+// "enteredFile", "waitForFile", "sleepMs", then the crash or error (subject
+// to "onlyIfExists") or, for ADD, the result. A crash wins over an error,
+// and "result" over "emptyResult", when both are set.
 //
 // # Defaults
 //

@@ -28,6 +28,9 @@ type behaviour struct {
 	SleepMs      int             `json:"sleepMs,omitempty"`
 	OnlyIfExists string          `json:"onlyIfExists,omitempty"`
 	ChildPidFile string          `json:"childPidFile,omitempty"`
+	EnteredFile  string          `json:"enteredFile,omitempty"`
+	WaitForFile  string          `json:"waitForFile,omitempty"`
+	WaitMaxMs    int             `json:"waitMaxMs,omitempty"`
 }
 
 // netConf is the recorder's network configuration.
@@ -73,6 +76,16 @@ func run(verb string, args *skel.CmdArgs) error {
 	if b.ChildPidFile != "" {
 		if err := startChild(b.ChildPidFile); err != nil {
 			return types.NewError(types.ErrIOFailure, "recorder: start child", err.Error())
+		}
+	}
+	if b.EnteredFile != "" {
+		if err := markEntered(b.EnteredFile, verb, args); err != nil {
+			return types.NewError(types.ErrIOFailure, "recorder: write enteredFile", err.Error())
+		}
+	}
+	if b.WaitForFile != "" {
+		if err := waitForFile(b.WaitForFile, b.waitMax()); err != nil {
+			return types.NewError(types.ErrInternal, "recorder: waitForFile", err.Error())
 		}
 	}
 	if b.SleepMs > 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +202,111 @@ func TestSleep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	require.Error(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, c, args("DEL"), nil))
+	assert.Less(t, time.Since(start), 30*time.Second)
+}
+
+// execAsync runs verb in the background and returns its error channel.
+func execAsync(ctx context.Context, c []byte, verb string) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- invoke.ExecPluginWithoutResult(ctx, pluginPath, c, args(verb), nil) }()
+	return done
+}
+
+// waitLines waits until path holds n lines and returns them.
+func waitLines(t *testing.T, path string, n int) []string {
+	t.Helper()
+	var lines []string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		b, err := os.ReadFile(path)
+		if !assert.NoError(c, err) {
+			return
+		}
+		lines = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		assert.Len(c, lines, n)
+	}, 30*time.Second, 5*time.Millisecond)
+	return lines
+}
+
+func TestBarrierHoldsUntilReleased(t *testing.T) {
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "calls.jsonl")
+	entered, release := filepath.Join(dir, "entered"), filepath.Join(dir, "release")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) }) // never leave a plugin waiting
+	c := conf(t, "1.0.0", logFile, map[string]any{
+		// The error applies only once the release file exists: a plugin
+		// that did not wait for it would succeed.
+		"del": map[string]any{"enteredFile": entered, "waitForFile": release, "errorCode": 11, "onlyIfExists": release},
+	})
+
+	done := execAsync(context.Background(), c, "DEL")
+	assert.Equal(t, []string{"DEL ctr1 eth0"}, waitLines(t, entered, 1))
+	calls, err := calllog.Read(logFile)
+	require.NoError(t, err)
+	assert.Len(t, calls, 1, "the call is logged before the plugin enters")
+	select {
+	case err := <-done:
+		require.FailNow(t, "the plugin returned before waitForFile existed", "err=%v", err)
+	default:
+	}
+
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	select {
+	case err := <-done:
+		var cniErr *types.Error
+		require.ErrorAs(t, err, &cniErr)
+		assert.Equal(t, uint(11), cniErr.Code, "the rest of the behaviour runs after the release")
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "the plugin did not return after waitForFile was created")
+	}
+}
+
+func TestBarrierCountsConcurrentCalls(t *testing.T) {
+	dir := t.TempDir()
+	entered, release := filepath.Join(dir, "entered"), filepath.Join(dir, "release")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+	c := conf(t, "1.0.0", "", map[string]any{"check": map[string]any{"enteredFile": entered, "waitForFile": release}})
+
+	first, second := execAsync(context.Background(), c, "CHECK"), execAsync(context.Background(), c, "CHECK")
+	assert.Equal(t, []string{"CHECK ctr1 eth0", "CHECK ctr1 eth0"}, waitLines(t, entered, 2),
+		"both calls are inside at once, one line each")
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	for _, done := range []<-chan error{first, second} {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "a plugin did not return after waitForFile was created")
+		}
+	}
+}
+
+func TestBarrierAlreadyReleased(t *testing.T) {
+	dir := t.TempDir()
+	entered, release := filepath.Join(dir, "entered"), filepath.Join(dir, "release")
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	c := conf(t, "1.0.0", "", map[string]any{"add": map[string]any{"enteredFile": entered, "waitForFile": release}})
+	_, err := invoke.ExecPluginWithResult(context.Background(), pluginPath, c, args("ADD"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ADD ctr1 eth0"}, waitLines(t, entered, 1))
+}
+
+func TestBarrierWaitIsBounded(t *testing.T) {
+	release := filepath.Join(t.TempDir(), "never")
+	c := conf(t, "1.1.0", "", map[string]any{"gc": map[string]any{"waitForFile": release, "waitMaxMs": 100}})
+	start := time.Now()
+	err := invoke.ExecPluginWithoutResult(context.Background(), pluginPath, c, &invoke.Args{Command: "GC", Path: "/opt/cni/bin"}, nil)
+	var cniErr *types.Error
+	require.ErrorAs(t, err, &cniErr)
+	assert.Equal(t, uint(types.ErrInternal), cniErr.Code)
+	assert.Contains(t, cniErr.Details, release)
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "it waited before giving up")
+	assert.Less(t, time.Since(start), 30*time.Second, "waitMaxMs bounds the wait")
+
+	// A cancelled context kills a held plugin long before the bound.
+	c = conf(t, "1.1.0", "", map[string]any{"gc": map[string]any{"waitForFile": release}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	require.Error(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, c, &invoke.Args{Command: "GC", Path: "/opt/cni/bin"}, nil))
 	assert.Less(t, time.Since(start), 30*time.Second)
 }
