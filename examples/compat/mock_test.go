@@ -36,8 +36,11 @@ func (m *mockCNIPlugin) SetUpPod(ocicni.PodNetwork) ([]ocicni.NetResult, error) 
 func (m *mockCNIPlugin) SetUpPodWithContext(context.Context, ocicni.PodNetwork) ([]ocicni.NetResult, error) {
 	return nil, nil
 }
-func (m *mockCNIPlugin) TearDownPod(ocicni.PodNetwork) error                             { return nil }
+
+func (m *mockCNIPlugin) TearDownPod(ocicni.PodNetwork) error { return nil }
+
 func (m *mockCNIPlugin) TearDownPodWithContext(context.Context, ocicni.PodNetwork) error { return nil }
+
 func (m *mockCNIPlugin) GetPodNetworkStatus(ocicni.PodNetwork) ([]ocicni.NetResult, error) {
 	return nil, nil
 }

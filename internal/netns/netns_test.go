@@ -29,9 +29,9 @@ func TestDoRejectsBadPaths(t *testing.T) {
 	noop := func() error { return nil }
 	require.Error(t, netns.Do("relative/ns", noop))
 	err := netns.Do("/nonexistent/netns/path", noop)
-	assert.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorIs(t, err, fs.ErrNotExist)
 	err = netns.Do(t.TempDir(), noop)
-	assert.ErrorIs(t, err, netns.ErrNotNetNS)
+	require.ErrorIs(t, err, netns.ErrNotNetNS)
 }
 
 func TestNewDoRemove(t *testing.T) {
@@ -84,9 +84,9 @@ func TestNewDoRemove(t *testing.T) {
 
 	require.NoError(t, netns.Remove(path))
 	_, err = os.Stat(path)
-	assert.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.NoError(t, netns.Remove(path), "removing twice is fine")
-	assert.ErrorIs(t, netns.Do(path, func() error { return nil }), fs.ErrNotExist)
+	require.ErrorIs(t, netns.Do(path, func() error { return nil }), fs.ErrNotExist)
 }
 
 func TestDeleteLinkMissingIsNil(t *testing.T) {

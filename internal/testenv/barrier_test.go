@@ -32,7 +32,7 @@ func TestBarrierCountsLines(t *testing.T) {
 func TestBarrierHoldsRecorder(t *testing.T) {
 	RequireRoot(t)
 	b := NewBarrier(t)
-	conf, err := libcni.ConfFromBytes([]byte(RecorderConf("held", "1.0.0", filepath.Join(t.TempDir(), "calls.jsonl"),
+	conf, err := libcni.NetworkPluginConfFromBytes([]byte(RecorderConf("held", "1.0.0", filepath.Join(t.TempDir(), "calls.jsonl"),
 		map[string]any{"add": b.Behaviour(nil)})))
 	require.NoError(t, err)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, t.TempDir(), nil)

@@ -100,7 +100,7 @@ func TestConfigsParse(t *testing.T) {
 	assert.Equal(t, "host-local", list.Plugins[0].Network.IPAM.Type)
 	assert.Equal(t, Recorder, list.Plugins[1].Network.Type)
 
-	conf, err := libcni.ConfFromBytes([]byte(rec))
+	conf, err := libcni.NetworkPluginConfFromBytes([]byte(rec))
 	require.NoError(t, err)
 	assert.Equal(t, Recorder, conf.Network.Type)
 	assert.Contains(t, string(conf.Bytes), `"logFile"`)

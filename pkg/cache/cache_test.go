@@ -126,7 +126,7 @@ func TestForContainerCorrupt(t *testing.T) {
 		}
 		assert.Equal(t, filepath.Join(c.ResultsDir(), name), ee.Path)
 		assert.Equal(t, want, nameTriple{ee.Network, ee.ContainerID, ee.IfName}, name)
-		assert.ErrorIs(t, ee, ErrCorruptEntry, name)
+		require.ErrorIs(t, ee, ErrCorruptEntry, name)
 		assert.Contains(t, ee.Error(), ee.Path)
 	}
 	assert.NotContains(t, got, "other-bad-eth6", "content names another container")
@@ -150,7 +150,7 @@ func TestListCorrupt(t *testing.T) {
 	other := got["other-bad-eth6"]
 	require.NotNil(t, other)
 	assert.Equal(t, nameTriple{}, nameTriple{other.Network, other.ContainerID, other.IfName})
-	assert.ErrorIs(t, other, ErrCorruptEntry)
+	require.ErrorIs(t, other, ErrCorruptEntry)
 }
 
 // TestUnreadableEntry: an entry that cannot be read for a reason other
@@ -165,9 +165,9 @@ func TestUnreadableEntry(t *testing.T) {
 	assert.Nil(t, e)
 	var ee *EntryError
 	require.ErrorAs(t, err, &ee)
-	assert.ErrorIs(t, ee, syscall.ENOTDIR)
-	assert.NotErrorIs(t, ee, ErrCorruptEntry)
-	assert.NotErrorIs(t, ee, fs.ErrNotExist)
+	require.ErrorIs(t, ee, syscall.ENOTDIR)
+	require.NotErrorIs(t, ee, ErrCorruptEntry)
+	require.NotErrorIs(t, ee, fs.ErrNotExist)
 	assert.Equal(t, filepath.Join(c.ResultsDir(), "good-bad-eth5"), ee.Path)
 	assert.Equal(t, "good", ee.Network)
 	assert.Equal(t, "bad", ee.ContainerID)
@@ -186,8 +186,8 @@ func TestNonRegularEntry(t *testing.T) {
 	assert.Empty(t, l.Entries)
 	got := entryErrors(l)
 	require.Len(t, got, 2)
-	assert.ErrorIs(t, got["net1-abc-eth0"], ErrCorruptEntry)
-	assert.ErrorIs(t, got["net1-abc-eth1"], ErrCorruptEntry, "libcni writes no symlinks")
+	require.ErrorIs(t, got["net1-abc-eth0"], ErrCorruptEntry)
+	require.ErrorIs(t, got["net1-abc-eth1"], ErrCorruptEntry, "libcni writes no symlinks")
 	assert.Equal(t, "eth1", got["net1-abc-eth1"].IfName)
 }
 

@@ -23,12 +23,14 @@ func TestEntryResult(t *testing.T) {
 		check   func(t *testing.T, r types.Result)
 	}{
 		{"v020-c020-eth0", "0.2.0", func(t *testing.T, r types.Result) {
+			t.Helper()
 			res, ok := r.(*types020.Result)
 			require.True(t, ok, "%T", r)
 			require.NotNil(t, res.IP4)
 			assert.Equal(t, "10.2.0.2/24", res.IP4.IP.String())
 		}},
 		{"net2-abc-eth1", "0.4.0", func(t *testing.T, r types.Result) {
+			t.Helper()
 			res, ok := r.(*types040.Result)
 			require.True(t, ok, "%T", r)
 			require.Len(t, res.Interfaces, 1)
@@ -37,6 +39,7 @@ func TestEntryResult(t *testing.T) {
 			assert.Equal(t, "10.4.0.2/24", res.IPs[0].Address.String())
 		}},
 		{"net1-abc-eth0", "1.0.0", func(t *testing.T, r types.Result) {
+			t.Helper()
 			res, ok := r.(*types100.Result)
 			require.True(t, ok, "%T", r)
 			require.Len(t, res.Interfaces, 1)
@@ -44,6 +47,7 @@ func TestEntryResult(t *testing.T) {
 			assert.Equal(t, []string{"10.0.0.1"}, res.DNS.Nameservers)
 		}},
 		{"v110-c110-eth0", "1.1.0", func(t *testing.T, r types.Result) {
+			t.Helper()
 			res, ok := r.(*types100.Result)
 			require.True(t, ok, "%T", r)
 			require.Len(t, res.IPs, 1)
@@ -51,6 +55,7 @@ func TestEntryResult(t *testing.T) {
 		}},
 		// No cniVersion in the result: decoded at the config's version.
 		{"noversion-cnov-eth0", "0.4.0", func(t *testing.T, r types.Result) {
+			t.Helper()
 			res, ok := r.(*types040.Result)
 			require.True(t, ok, "%T", r)
 			assert.Len(t, res.IPs, 1)
@@ -95,7 +100,7 @@ func TestEntryResultErrors(t *testing.T) {
 		assert.NotPanics(t, func() {
 			r, err := e.Result()
 			assert.Nil(t, r)
-			assert.Error(t, err, raw)
+			require.Error(t, err, raw)
 		})
 	}
 }

@@ -89,8 +89,10 @@ func validate(field, value string, maxLen int, libcniCheck func(string) *types.E
 		return err
 	}
 	if len(value) > maxLen {
-		return &InvalidNameError{Field: field, Value: value,
-			Reason: fmt.Sprintf("is %d bytes long, more than %d", len(value), maxLen)}
+		return &InvalidNameError{
+			Field: field, Value: value,
+			Reason: fmt.Sprintf("is %d bytes long, more than %d", len(value), maxLen),
+		}
 	}
 	if cerr := libcniCheck(value); cerr != nil {
 		reason := cerr.Msg

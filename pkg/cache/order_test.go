@@ -124,7 +124,7 @@ func TestOrderInvalidNames(t *testing.T) {
 		require.ErrorIs(t, c.WriteOrder("abc", []Attachment{att}), ErrInvalidName, "%+v", att)
 	}
 	_, err := os.Stat(c.OrdersDir())
-	assert.ErrorIs(t, err, os.ErrNotExist, "nothing written for invalid input")
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing written for invalid input")
 }
 
 func TestListOrders(t *testing.T) {

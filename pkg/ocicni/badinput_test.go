@@ -95,7 +95,7 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 			assert.Empty(t, e.calls(""), "no plugin ran")
 			assert.Empty(t, e.cacheFiles(), "no cache entry")
 			_, serr := os.Stat(filepath.Join(e.cacheDir, "ocicni"))
-			assert.ErrorIs(t, serr, os.ErrNotExist, "no order record written")
+			require.ErrorIs(t, serr, os.ErrNotExist, "no order record written")
 		})
 	}
 

@@ -164,7 +164,7 @@ func TestChurnUnderFaults(t *testing.T) {
 		require.NoError(t, c.m.TearDownPodWithContext(e.ctx(), *a), "anchor %s", a.Name)
 	}
 	gcErr := c.m.GC(e.ctx(), []*PodNetwork{})
-	assert.NoError(t, gcErr, "final GC")
+	require.NoError(t, gcErr, "final GC")
 	networks := map[string]testenv.Net{}
 	for _, n := range c.nets {
 		networks[n.name] = n.net

@@ -337,18 +337,24 @@ func (l *loader) validate(s *scan, file string, list *libcni.NetworkConfigList) 
 			return &ConfigError{File: file, Network: list.Name, Err: b.err}
 		}
 		if !l.versions.abandon(b.version) {
-			return &ConfigError{File: file, Network: list.Name,
+			return &ConfigError{
+				File: file, Network: list.Name,
 				Err: fmt.Errorf("%w: plugin %q (%s) has not answered within %v; the network loads when it does",
-					ErrVersionPending, typ, b.path, l.wait)}
+					ErrVersionPending, typ, b.path, l.wait),
+			}
 		}
 		if err := b.version.err; err != nil {
-			return &ConfigError{File: file, Network: list.Name,
-				Err: fmt.Errorf("plugin %q (%s): %w", typ, b.path, err)}
+			return &ConfigError{
+				File: file, Network: list.Name,
+				Err: fmt.Errorf("plugin %q (%s): %w", typ, b.path, err),
+			}
 		}
 		if supported := b.version.info.SupportedVersions(); !slices.Contains(supported, want) {
-			return &ConfigError{File: file, Network: list.Name,
+			return &ConfigError{
+				File: file, Network: list.Name,
 				Err: fmt.Errorf("%w: plugin %q (%s) supports %v, config wants %q",
-					ErrUnsupportedVersion, typ, b.path, supported, want)}
+					ErrUnsupportedVersion, typ, b.path, supported, want),
+			}
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
 	t.Helper()
 	m, err := New(e.options(t, opts...)...)
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
+	t.Cleanup(func() { require.NoError(t, m.Shutdown()) })
 	return m
 }
 
@@ -150,7 +150,7 @@ func TestConfigSelection(t *testing.T) {
 			}
 			require.Len(t, skipped, len(tt.wantSkipped))
 			for file, want := range tt.wantSkipped {
-				assert.ErrorIs(t, skipped[file], want, file)
+				require.ErrorIs(t, skipped[file], want, file)
 			}
 		})
 	}
@@ -189,7 +189,7 @@ func TestUnknownNetworkSaysWhyItWasSkipped(t *testing.T) {
 
 	_, _, err = m.lookup(context.Background(), m.snapshot(), "nothing")
 	require.ErrorIs(t, err, ErrNetworkNotFound)
-	assert.NotErrorIs(t, err, ErrPluginNotFound)
+	require.NotErrorIs(t, err, ErrPluginNotFound)
 }
 
 func TestStatusWithoutDefaultNetwork(t *testing.T) {
@@ -246,7 +246,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		WithTeardownPolicy("sometimes"), WithRollbackTimeout(0), WithLogger(nil),
 	} {
 		_, err := New(opt, WithoutWatcher())
-		assert.Error(t, err)
+		require.Error(t, err)
 	}
 }
 
@@ -263,7 +263,7 @@ func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {
 	assert.Equal(t, []string{"a"}, m.Networks())
 	assert.Equal(t, "a", m.GetDefaultNetworkName())
 	require.Len(t, m.Skipped(), 1)
-	assert.ErrorIs(t, m.Skipped()[0], ErrInvalidConfig)
+	require.ErrorIs(t, m.Skipped()[0], ErrInvalidConfig)
 
 	// Fixed: the new content is used.
 	require.NoError(t, os.WriteFile(path, []byte(conflist("a", "1.0.0", "other")), 0o644))

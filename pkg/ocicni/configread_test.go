@@ -61,7 +61,7 @@ func newWithin(t *testing.T, d time.Duration, opts ...Option) (*Manager, error) 
 	select {
 	case s := <-done:
 		if s.err == nil {
-			t.Cleanup(func() { assert.NoError(t, s.m.Shutdown()) })
+			t.Cleanup(func() { require.NoError(t, s.m.Shutdown()) })
 		}
 		return s.m, s.err
 	case <-time.After(d):
@@ -106,19 +106,22 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 		{
 			name:    "FIFO",
 			file:    "10-x.conflist",
-			make:    func(t *testing.T, p string) { mkfifo(t, p) },
+			make:    func(t *testing.T, p string) { t.Helper(); mkfifo(t, p) },
 			wantErr: ErrNotRegularFile,
 		},
 		{
 			name:    "symlink to the zero device",
 			file:    "10-x.conf",
-			make:    func(t *testing.T, p string) { require.NoError(t, os.Symlink("/dev/zero", p)) },
+			make:    func(t *testing.T, p string) { t.Helper(); require.NoError(t, os.Symlink("/dev/zero", p)) },
 			wantErr: ErrNotRegularFile,
 		},
 		{
 			name: "symlink to a FIFO",
 			file: "10-x.conflist",
 			make: func(t *testing.T, p string) {
+				t.Helper()
+				t.Helper()
+				t.Helper()
 				mkfifo(t, p+".fifo")
 				require.NoError(t, os.Symlink(p+".fifo", p))
 			},
@@ -127,13 +130,15 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 		{
 			name:    "symlink to a directory",
 			file:    "10-x.conflist",
-			make:    func(t *testing.T, p string) { require.NoError(t, os.Symlink(t.TempDir(), p)) },
+			make:    func(t *testing.T, p string) { t.Helper(); require.NoError(t, os.Symlink(t.TempDir(), p)) },
 			wantErr: ErrNotRegularFile,
 		},
 		{
 			name: "larger than MaxConfigFileSize",
 			file: "10-x.conflist",
 			make: func(t *testing.T, p string) {
+				t.Helper()
+				t.Helper()
 				require.NoError(t, os.WriteFile(p, []byte(padded("x", MaxConfigFileSize+1)), 0o644))
 			},
 			wantErr: ErrFileTooLarge,
@@ -142,6 +147,8 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 			name: "exactly MaxConfigFileSize",
 			file: "10-x.conflist",
 			make: func(t *testing.T, p string) {
+				t.Helper()
+				t.Helper()
 				require.NoError(t, os.WriteFile(p, []byte(padded("x", MaxConfigFileSize)), 0o644))
 			},
 		},
@@ -149,6 +156,8 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 			name: "symlink to a regular file",
 			file: "10-x.conflist",
 			make: func(t *testing.T, p string) {
+				t.Helper()
+				t.Helper()
 				target := filepath.Join(t.TempDir(), "x.conflist")
 				require.NoError(t, os.WriteFile(target, []byte(conflist("x", "1.0.0", "good")), 0o644))
 				require.NoError(t, os.Symlink(target, p))
@@ -157,6 +166,7 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Helper()
 			e := newLoaderEnv(t)
 			path := filepath.Join(e.confDir, tt.file)
 			tt.make(t, path)
@@ -173,8 +183,8 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 			skipped := m.Skipped()
 			require.Len(t, skipped, 1)
 			assert.Equal(t, path, skipped[0].File)
-			assert.ErrorIs(t, skipped[0], ErrInvalidConfig)
-			assert.ErrorIs(t, skipped[0], tt.wantErr)
+			require.ErrorIs(t, skipped[0], ErrInvalidConfig)
+			require.ErrorIs(t, skipped[0], tt.wantErr)
 		})
 	}
 }
@@ -215,7 +225,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 		{
 			name:      "a FIFO in the sub-folder is skipped with a reason",
 			list:      `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"good"}]}`,
-			extra:     func(t *testing.T, sub string) { mkfifo(t, filepath.Join(sub, "15-fifo.conf")) },
+			extra:     func(t *testing.T, sub string) { t.Helper(); mkfifo(t, filepath.Join(sub, "15-fifo.conf")) },
 			wantTypes: []string{"good", "good", "other"},
 			wantSkip:  ErrNotRegularFile,
 		},
@@ -223,6 +233,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 			name: "a symlink to the zero device in the sub-folder is skipped with a reason",
 			list: `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"good"}]}`,
 			extra: func(t *testing.T, sub string) {
+				t.Helper()
 				require.NoError(t, os.Symlink("/dev/zero", filepath.Join(sub, "15-zero.conf")))
 			},
 			wantTypes: []string{"good", "good", "other"},
@@ -232,6 +243,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 			name: "an oversized plugin config makes the network invalid",
 			list: `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"good"}]}`,
 			extra: func(t *testing.T, sub string) {
+				t.Helper()
 				big := `{"type":"good"` + strings.Repeat(" ", MaxConfigFileSize) + `}`
 				require.NoError(t, os.WriteFile(filepath.Join(sub, "15-big.conf"), []byte(big), 0o644))
 			},
@@ -241,6 +253,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 			name: "a plugin config without a type makes the network invalid",
 			list: `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"good"}]}`,
 			extra: func(t *testing.T, sub string) {
+				t.Helper()
 				require.NoError(t, os.WriteFile(filepath.Join(sub, "15-untyped.conf"), []byte(`{}`), 0o644))
 			},
 			wantErr: ErrInvalidConfig,
@@ -248,6 +261,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Helper()
 			e := newLoaderEnv(t)
 			path := writeConf(t, e.confDir, "10-net.conflist", tt.list)
 			sub := filepath.Join(e.confDir, "net")
@@ -271,7 +285,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 				assert.Empty(t, m.Networks())
 				err := skippedFile(m, path)
 				require.ErrorIs(t, err, tt.wantErr)
-				assert.ErrorIs(t, err, ErrInvalidConfig)
+				require.ErrorIs(t, err, ErrInvalidConfig)
 				return
 			}
 			require.Equal(t, []string{"net"}, m.Networks())
@@ -288,7 +302,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 			require.Len(t, skipped, 1)
 			assert.Equal(t, sub, filepath.Dir(skipped[0].File))
 			assert.Equal(t, "net", skipped[0].Network)
-			assert.ErrorIs(t, skipped[0], tt.wantSkip)
+			require.ErrorIs(t, skipped[0], tt.wantSkip)
 		})
 	}
 }
@@ -342,6 +356,7 @@ func TestLoadRejectsNamesAndTypesLibcniWouldNot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Helper()
 			e := newLoaderEnv(t)
 			// A binary outside the bin dir that "../escape" would reach.
 			installPlugin(t, e.root, "escape")
@@ -352,7 +367,7 @@ func TestLoadRejectsNamesAndTypesLibcniWouldNot(t *testing.T) {
 			path := writeConf(t, e.confDir, "10-net"+ext, tt.content)
 			m := e.manager(t)
 			assert.Empty(t, m.Networks())
-			assert.ErrorIs(t, skippedFile(m, path), ErrInvalidConfig)
+			require.ErrorIs(t, skippedFile(m, path), ErrInvalidConfig)
 		})
 	}
 }

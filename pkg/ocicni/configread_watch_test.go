@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,20 +20,22 @@ func TestFIFOAddedLaterBlocksNeitherReloadsNorPodsNorShutdown(t *testing.T) {
 	fifo := filepath.Join(e.confDir, "20-fifo.conflist")
 	mkfifo(t, fifo)
 	waitSkipped(t, m, fifo, ErrNotRegularFile)
-	assert.ErrorIs(t, skippedFile(m, fifo), ErrInvalidConfig)
+	require.ErrorIs(t, skippedFile(m, fifo), ErrInvalidConfig)
 	writeConf(t, e.confDir, "30-b.conflist", conflist("b", "1.0.0", "good"))
 	waitNetworks(t, m, "a", "b")
 
 	// An unknown network makes the pod operation reload: the FIFO is
 	// skipped again, and the answer comes long before the context ends.
-	pod := PodNetwork{Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
-		Networks: []NetAttachment{{Name: "unknown"}}}
+	pod := PodNetwork{
+		Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
+		Networks: []NetAttachment{{Name: "unknown"}},
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var err error
 	within(t, 4*time.Second, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
 	require.ErrorIs(t, err, ErrNetworkNotFound)
-	assert.NoError(t, ctx.Err(), "answered before the context ended")
+	require.NoError(t, ctx.Err(), "answered before the context ended")
 
-	within(t, 4*time.Second, "Shutdown", func() { assert.NoError(t, m.Shutdown()) })
+	within(t, 4*time.Second, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }

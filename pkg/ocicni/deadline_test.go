@@ -171,8 +171,10 @@ func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := m.SetUpPodWithContext(ctx, PodNetwork{ID: pod.ID, Name: pod.Name, Namespace: pod.Namespace, NetNS: pod.NetNS,
-		Networks: []NetAttachment{{Name: "good"}}})
+	_, err := m.SetUpPodWithContext(ctx, PodNetwork{
+		ID: pod.ID, Name: pod.Name, Namespace: pod.Namespace, NetNS: pod.NetNS,
+		Networks: []NetAttachment{{Name: "good"}},
+	})
 	require.ErrorIs(t, err, context.Canceled)
 
 	// A setup whose context is live waits for the rollback, then attaches.

@@ -40,7 +40,7 @@ func onlyFailure(t *testing.T, err error, network string) Outcome {
 
 // requirePluginError asserts that err carries a *NetworkError for network
 // and verb, and that the plugin's *types.Error with code is reachable.
-func requirePluginError(t *testing.T, err error, network, verb string, code uint) *NetworkError {
+func requirePluginError(t *testing.T, err error, network, verb string, code uint) {
 	t.Helper()
 	var ne *NetworkError
 	require.ErrorAs(t, err, &ne)
@@ -49,5 +49,4 @@ func requirePluginError(t *testing.T, err error, network, verb string, code uint
 	var ce *types.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, code, ce.Code)
-	return ne
 }

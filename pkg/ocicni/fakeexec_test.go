@@ -102,8 +102,10 @@ type gatedExec struct {
 }
 
 func newGatedExec(f *fakeExec, honourCtx bool, types ...string) *gatedExec {
-	g := &gatedExec{fakeExec: f, honourCtx: honourCtx, entered: make(chan string, 64),
-		gates: map[string]chan struct{}{}, openOnce: map[string]*sync.Once{}, calls: map[string]int{}}
+	g := &gatedExec{
+		fakeExec: f, honourCtx: honourCtx, entered: make(chan string, 64),
+		gates: map[string]chan struct{}{}, openOnce: map[string]*sync.Once{}, calls: map[string]int{},
+	}
 	for _, typ := range types {
 		g.gates[typ] = make(chan struct{})
 		g.openOnce[typ] = &sync.Once{}

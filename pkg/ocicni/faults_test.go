@@ -66,7 +66,7 @@ func TestTeardownCorruptEntryWithoutConfigIsReported(t *testing.T) {
 
 	err := m.TearDownPodWithContext(e.ctx(), pod)
 	onlyFailure(t, err, "neta")
-	assert.ErrorIs(t, err, cache.ErrCorruptEntry)
+	require.ErrorIs(t, err, cache.ErrCorruptEntry)
 	assert.Contains(t, err.Error(), e.cachePath("neta", pod, "eth0"))
 	assert.Equal(t, []string{"netb"}, e.callNetworks("DEL"), "netb's DEL still ran")
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
@@ -110,7 +110,7 @@ func TestTeardownPluginBinaryRemovedSinceADD(t *testing.T) {
 	err = m.TearDownPodWithContext(e.ctx(), pod)
 	failure := onlyFailure(t, err, "gone")
 	assert.Equal(t, RetryLater, failure.Class)
-	assert.ErrorIs(t, err, ErrPluginNotFound)
+	require.ErrorIs(t, err, ErrPluginNotFound)
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "neta"))
 	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
 }

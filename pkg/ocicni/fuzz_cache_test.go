@@ -80,9 +80,10 @@ func (f *envExec) plugged() []execCall {
 }
 
 // treeFiles lists every regular file and symlink under root, relative.
-func treeFiles(t testing.TB, root string) []string {
+func treeFiles(tb testing.TB, root string) []string {
+	tb.Helper()
 	var out []string
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	require.NoError(tb, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -177,9 +178,9 @@ func assertSafeCall(t *testing.T, c execCall) {
 		return // no container
 	}
 	name, _ := c.stdin["name"].(string)
-	assert.NoError(t, cache.ValidateNames(name, c.env["CNI_CONTAINERID"], c.env["CNI_IFNAME"]), "%v", c.env)
+	require.NoError(t, cache.ValidateNames(name, c.env["CNI_CONTAINERID"], c.env["CNI_IFNAME"]), "%v", c.env)
 	if ns := c.env["CNI_NETNS"]; ns != "" {
 		_, err := storedNetNS(ns)
-		assert.NoError(t, err, "CNI_NETNS %q", ns)
+		require.NoError(t, err, "CNI_NETNS %q", ns)
 	}
 }

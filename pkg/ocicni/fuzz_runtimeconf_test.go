@@ -21,8 +21,10 @@ func FuzzRuntimeConf(f *testing.F) {
 	f.Add("../x", "web", "ns", "u", "eth0/../..", "../net", "1.2.3", "nope")
 	f.Add("a", "w\x00", "n\n", "u", "e", "n", "", "")
 	f.Fuzz(func(t *testing.T, id, name, namespace, uid, ifname, network, ip, mac string) {
-		pod := PodNetwork{ID: id, Name: name, Namespace: namespace, UID: uid, NetNS: "/run/netns/x",
-			RuntimeConfig: map[string]RuntimeConfig{network: {IP: ip, MAC: mac}}}
+		pod := PodNetwork{
+			ID: id, Name: name, Namespace: namespace, UID: uid, NetNS: "/run/netns/x",
+			RuntimeConfig: map[string]RuntimeConfig{network: {IP: ip, MAC: mac}},
+		}
 		if checkPodArgs(&pod) != nil {
 			return
 		}
@@ -34,8 +36,10 @@ func FuzzRuntimeConf(f *testing.F) {
 		if err != nil {
 			return
 		}
-		args := &invoke.Args{Command: "ADD", ContainerID: rt.ContainerID, NetNS: rt.NetNS,
-			PluginArgs: rt.Args, IfName: rt.IfName, Path: "/opt/cni/bin"}
+		args := &invoke.Args{
+			Command: "ADD", ContainerID: rt.ContainerID, NetNS: rt.NetNS,
+			PluginArgs: rt.Args, IfName: rt.IfName, Path: "/opt/cni/bin",
+		}
 		var cniArgs string
 		for _, kv := range args.AsEnv() {
 			require.NotContains(t, kv, "\x00")

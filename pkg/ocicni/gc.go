@@ -203,8 +203,10 @@ func (m *Manager) planCorrupt(ee *cache.EntryError, knownIDs []string, validIDs 
 		return nil, nil
 	}
 	if set.byName[network] == nil {
-		return nil, &NetworkError{Network: network, IfName: ifname, Verb: "DEL",
-			Err: fmt.Errorf("%w (no loaded config to delete it with)", ee)}
+		return nil, &NetworkError{
+			Network: network, IfName: ifname, Verb: "DEL",
+			Err: fmt.Errorf("%w (no loaded config to delete it with)", ee),
+		}
 	}
 	netns := ""
 	for _, a := range recs.byID[id] {

@@ -87,7 +87,9 @@ func TestGCContinuesPastErrors(t *testing.T) {
 
 	err := m.GC(e.ctx(), nil)
 
-	ne := requirePluginError(t, err, "busy", "DEL", types.ErrTryAgainLater)
+	requirePluginError(t, err, "busy", "DEL", types.ErrTryAgainLater)
+	var ne *NetworkError
+	require.ErrorAs(t, err, &ne)
 	assert.Equal(t, "eth0", ne.IfName)
 	assert.Contains(t, err.Error(), `"busy"`)
 
@@ -171,8 +173,10 @@ func TestGCRacesWithSetupAndTeardown(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
-				pod := PodNetwork{Name: fmt.Sprintf("w%d", w), Namespace: "test", UID: fmt.Sprintf("uid-w%d", w),
-					ID: fmt.Sprintf("ctr-%s-w%d-r%d", suffix, w, r), NetNS: netns[w]}
+				pod := PodNetwork{
+					Name: fmt.Sprintf("w%d", w), Namespace: "test", UID: fmt.Sprintf("uid-w%d", w),
+					ID: fmt.Sprintf("ctr-%s-w%d-r%d", suffix, w, r), NetNS: netns[w],
+				}
 				mu.Lock()
 				valid[pod.ID] = pod
 				mu.Unlock()

@@ -290,8 +290,10 @@ func TestGCDoesNotModifyValidPods(t *testing.T) {
 	// default network for the pod that names none.
 	gcs := e.calls("GC")
 	require.Len(t, gcs, 1)
-	assert.ElementsMatch(t, []any{gcAttachment(running.ID, "eth0"), gcAttachment("ctr-named", "eth0"),
-		gcAttachment("ctr-empty", "eth0")}, stdinValidAttachments(t, gcs[0]))
+	assert.ElementsMatch(t, []any{
+		gcAttachment(running.ID, "eth0"), gcAttachment("ctr-named", "eth0"),
+		gcAttachment("ctr-empty", "eth0"),
+	}, stdinValidAttachments(t, gcs[0]))
 	assert.Empty(t, e.calls("DEL"))
 	assert.NotNil(t, testenv.AddrsIn(t, running.NetNS, "eth0"))
 }

@@ -60,6 +60,7 @@ func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
 		{
 			name: "cached config names another network", victim: "victim-name-{id}-eth0",
 			edit: func(t *testing.T, m map[string]any, _ PodNetwork) {
+				t.Helper()
 				editCachedConfig(t, m, func(c map[string]any) { c["name"] = "../../victim-name" })
 			},
 		},
@@ -75,6 +76,7 @@ func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
 	for _, tt := range tests {
 		for _, verb := range []string{"teardown", "gc"} {
 			t.Run(tt.name+"/"+verb, func(t *testing.T) {
+				t.Helper()
 				t.Parallel()
 				e := newITEnv(t)
 				e.recordedBridge("neta", nil)
@@ -112,17 +114,20 @@ func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
 func TestNonRegularOrHugeCacheEntry(t *testing.T) {
 	t.Parallel()
 	tests := map[string]func(t *testing.T, path string){
-		"fifo": func(t *testing.T, path string) { require.NoError(t, syscall.Mkfifo(path, 0o600)) },
+		"fifo": func(t *testing.T, path string) { t.Helper(); require.NoError(t, syscall.Mkfifo(path, 0o600)) },
 		"symlink to /dev/zero": func(t *testing.T, path string) {
+			t.Helper()
 			require.NoError(t, os.Symlink("/dev/zero", path))
 		},
 		"over the size bound": func(t *testing.T, path string) {
+			t.Helper()
 			require.NoError(t, os.WriteFile(path, []byte(`{"kind":"cniCacheV1","pad":"`+strings.Repeat("x", cache.MaxFileSize)+`"}`), 0o600))
 		},
 	}
 	for name, plant := range tests {
 		for _, verb := range []string{"teardown", "gc"} {
 			t.Run(name+"/"+verb, func(t *testing.T) {
+				t.Helper()
 				t.Parallel()
 				e := newITEnv(t)
 				e.recordedBridge("neta", nil)

@@ -136,8 +136,10 @@ func (m *Manager) publish(set *networkSet) {
 func (m *Manager) logChanges(old, set *networkSet) {
 	for name, n := range set.byName {
 		if o := old.byName[name]; o == nil || o.file != n.file || !bytes.Equal(o.list.Bytes, n.list.Bytes) {
-			m.log.WithFields(logrus.Fields{"network": name, "file": n.file,
-				"type": n.list.Plugins[0].Network.Type}).Info("Loaded CNI network")
+			m.log.WithFields(logrus.Fields{
+				"network": name, "file": n.file,
+				"type": n.list.Plugins[0].Network.Type,
+			}).Info("Loaded CNI network")
 		}
 	}
 	for name := range old.byName {
@@ -160,7 +162,7 @@ func (m *Manager) logChanges(old, set *networkSet) {
 // kind of reason, so that a reload does not log the same skip again.
 func containsSkip(list []*ConfigError, e *ConfigError) bool {
 	for _, s := range list {
-		if s.File == e.File && s.Network == e.Network && skipKind(s) == skipKind(e) {
+		if s.File == e.File && s.Network == e.Network && errors.Is(skipKind(s), skipKind(e)) {
 			return true
 		}
 	}

@@ -99,7 +99,7 @@ func TestOrphanedOutcome(t *testing.T) {
 	require.Len(t, outcomes, 1)
 	assert.Equal(t, Orphaned, outcomes[0].Class)
 	assert.True(t, outcomes[0].Tolerated)
-	assert.ErrorIs(t, outcomes[0].Err, ErrNoConfig)
+	require.ErrorIs(t, outcomes[0].Err, ErrNoConfig)
 	assert.Equal(t, []string{pod.ID}, e.orderFiles())
 	assert.Empty(t, e.callsFor("DEL", pod.ID)[1:], "only the rollback's DEL ran")
 }

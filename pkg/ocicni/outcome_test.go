@@ -60,8 +60,11 @@ func TestTeardownErrorUnwrapsEveryFailure(t *testing.T) {
 
 func TestSortForTeardown(t *testing.T) {
 	keys := []NetAttachment{
-		{Name: "a", Ifname: "eth0"}, {Name: "z", Ifname: "eth9"}, {Name: "b", Ifname: "net1"},
-		{Name: "dup", Ifname: "eth0"}, {Name: "c", Ifname: "eth2"},
+		{Name: "a", Ifname: "eth0"},
+		{Name: "z", Ifname: "eth9"},
+		{Name: "b", Ifname: "net1"},
+		{Name: "dup", Ifname: "eth0"},
+		{Name: "c", Ifname: "eth2"},
 	}
 	recorded := []cache.Attachment{{Network: "a", IfName: "eth0"}, {Network: "b", IfName: "net1"}, {Network: "c", IfName: "eth2"}}
 	sortForTeardown(keys, recorded)

@@ -215,8 +215,10 @@ func (m *Manager) collectCached(id string, set *networkSet, log *logrus.Entry) f
 		case ee.Network == "":
 			f.outcomes = append(f.outcomes, Outcome{ContainerID: id, Class: Failed, Err: ee})
 		case set.byName[k.Name] == nil:
-			f.outcomes = append(f.outcomes, Outcome{ContainerID: id, Network: k.Name, IfName: k.Ifname, Class: Failed,
-				Err: fmt.Errorf("%w (no loaded config to delete it with)", ee)})
+			f.outcomes = append(f.outcomes, Outcome{
+				ContainerID: id, Network: k.Name, IfName: k.Ifname, Class: Failed,
+				Err: fmt.Errorf("%w (no loaded config to delete it with)", ee),
+			})
 		default:
 			log.WithError(ee).WithField("file", filepath.Base(ee.Path)).
 				Warn("Corrupt CNI cache entry; deleting with the loaded config")

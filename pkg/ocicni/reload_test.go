@@ -15,8 +15,10 @@ import (
 // network lookup, when its network is not loaded.
 func testPod(t *testing.T, network string) PodNetwork {
 	t.Helper()
-	return PodNetwork{Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
-		Networks: []NetAttachment{{Name: network}}}
+	return PodNetwork{
+		Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
+		Networks: []NetAttachment{{Name: network}},
+	}
 }
 
 func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
@@ -41,7 +43,7 @@ func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 	select {
 	case err := <-errc:
 		require.ErrorIs(t, err, context.Canceled, "the caller's wait ends with its context")
-		assert.ErrorIs(t, err, ErrNetworkNotFound)
+		require.ErrorIs(t, err, ErrNetworkNotFound)
 	case <-time.After(loadBound):
 		require.FailNow(t, "SetUpPod did not return after its context was cancelled")
 	}
@@ -69,12 +71,12 @@ func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	var err error
 	within(t, loadBound, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.ErrorIs(t, err, ErrNetworkNotFound)
+	require.ErrorIs(t, err, ErrNetworkNotFound)
 
 	// Shutdown waits for the VERSION call it started, which ends when the
 	// plugin answers.
 	g.open("hang")
-	within(t, loadBound, "Shutdown", func() { assert.NoError(t, m.Shutdown()) })
+	within(t, loadBound, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }
 
 func TestSlowerReloadDoesNotOverwriteANewerSet(t *testing.T) {

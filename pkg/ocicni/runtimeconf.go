@@ -83,8 +83,10 @@ func buildRuntimeConf(pod *PodNetwork, att NetAttachment) (*libcni.RuntimeConf, 
 		},
 		CapabilityArgs: map[string]interface{}{},
 	}
-	set := map[string]bool{"IgnoreUnknown": true, "K8S_POD_NAMESPACE": true, "K8S_POD_NAME": true,
-		"K8S_POD_INFRA_CONTAINER_ID": true, "K8S_POD_UID": true, "IP": true, "MAC": true}
+	set := map[string]bool{
+		"IgnoreUnknown": true, "K8S_POD_NAMESPACE": true, "K8S_POD_NAME": true,
+		"K8S_POD_INFRA_CONTAINER_ID": true, "K8S_POD_UID": true, "IP": true, "MAC": true,
+	}
 
 	// Propagate the runtime's own CNI_ARGS to non-Kubernetes plugins, as
 	// ocicni does, without letting them override the keys set here.
@@ -103,8 +105,10 @@ func buildRuntimeConf(pod *PodNetwork, att NetAttachment) (*libcni.RuntimeConf, 
 	}
 	if rc.MAC != "" {
 		if _, err := net.ParseMAC(rc.MAC); err != nil {
-			return nil, &InvalidArgumentError{Field: fmt.Sprintf("static MAC for network %q", att.Name),
-				Value: rc.MAC, Reason: "not a MAC address", Err: err}
+			return nil, &InvalidArgumentError{
+				Field: fmt.Sprintf("static MAC for network %q", att.Name),
+				Value: rc.MAC, Reason: "not a MAC address", Err: err,
+			}
 		}
 		rt.Args = append(rt.Args, [2]string{"MAC", rc.MAC})
 	}

@@ -33,8 +33,10 @@ func TestAssignIfnames(t *testing.T) {
 			name:      "auto names skip requested ones",
 			requested: []NetAttachment{{Name: "a"}, {Name: "b", Ifname: "eth0"}, {Name: "c"}, {Name: "d", Ifname: "eth2"}},
 			want: []NetAttachment{
-				{Name: "a", Ifname: "eth1"}, {Name: "b", Ifname: "eth0"},
-				{Name: "c", Ifname: "eth3"}, {Name: "d", Ifname: "eth2"},
+				{Name: "a", Ifname: "eth1"},
+				{Name: "b", Ifname: "eth0"},
+				{Name: "c", Ifname: "eth3"},
+				{Name: "d", Ifname: "eth2"},
 			},
 		},
 		{
@@ -116,7 +118,7 @@ func TestCheckPodArgs(t *testing.T) {
 			var iae *InvalidArgumentError
 			require.ErrorAs(t, err, &iae)
 			assert.Equal(t, tt.field, iae.Field)
-			assert.ErrorIs(t, err, ErrInvalidArgument)
+			require.ErrorIs(t, err, ErrInvalidArgument)
 		})
 	}
 }
@@ -154,9 +156,14 @@ func TestBuildRuntimeConf(t *testing.T) {
 	assert.Equal(t, "/run/netns/x", rt.NetNS)
 	assert.Equal(t, "eth0", rt.IfName)
 	assert.Equal(t, [][2]string{
-		{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "pod"},
-		{"K8S_POD_INFRA_CONTAINER_ID", "id1"}, {"K8S_POD_UID", "uid"},
-		{"FOO", "bar"}, {"IP", "10.1.2.3"}, {"MAC", "02:00:00:00:00:01"},
+		{"IgnoreUnknown", "1"},
+		{"K8S_POD_NAMESPACE", "ns"},
+		{"K8S_POD_NAME", "pod"},
+		{"K8S_POD_INFRA_CONTAINER_ID", "id1"},
+		{"K8S_POD_UID", "uid"},
+		{"FOO", "bar"},
+		{"IP", "10.1.2.3"},
+		{"MAC", "02:00:00:00:00:01"},
 	}, rt.Args, "env CNI_ARGS never override the keys set by the manager")
 	assert.Equal(t, pod.RuntimeConfig["net"].PortMappings, rt.CapabilityArgs[capPortMappings])
 	assert.Equal(t, map[string]uint64{"ingressRate": 1, "ingressBurst": 2, "egressRate": 3, "egressBurst": 4},

@@ -151,8 +151,10 @@ func TestRuntimeConfigReachesPlugins(t *testing.T) {
 		"cgroupPath":"/kubepods/podx",
 		"io.kubernetes.cri.pod-annotations":{"k":"v"}}`, string(rc))
 	args := adds[0].Args
-	for _, kv := range []string{"IgnoreUnknown=1", "K8S_POD_NAMESPACE=test", "K8S_POD_NAME=caps",
-		"K8S_POD_INFRA_CONTAINER_ID=" + pod.ID, "K8S_POD_UID=uid-caps", "MAC=02:42:ac:11:00:99"} {
+	for _, kv := range []string{
+		"IgnoreUnknown=1", "K8S_POD_NAMESPACE=test", "K8S_POD_NAME=caps",
+		"K8S_POD_INFRA_CONTAINER_ID=" + pod.ID, "K8S_POD_UID=uid-caps", "MAC=02:42:ac:11:00:99",
+	} {
 		assert.Contains(t, strings.Split(args, ";"), kv)
 	}
 	// The bridge honoured the static MAC.

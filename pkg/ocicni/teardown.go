@@ -114,8 +114,10 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 	var firstErr error
 	for i := len(p.list.Plugins) - 1; i >= 0; i-- {
-		one := &libcni.NetworkConfigList{Name: p.list.Name, CNIVersion: p.list.CNIVersion,
-			Plugins: p.list.Plugins[i : i+1]}
+		one := &libcni.NetworkConfigList{
+			Name: p.list.Name, CNIVersion: p.list.CNIVersion,
+			Plugins: p.list.Plugins[i : i+1],
+		}
 		if err := m.cniNoCache.DelNetworkList(ctx, one, p.rt); err != nil && classify(err) != AlreadyGone && firstErr == nil {
 			firstErr = err
 		}
@@ -163,8 +165,10 @@ func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logru
 			strict = true
 			continue
 		}
-		log.WithFields(logrus.Fields{"network": o.Network, "ifname": o.IfName, "verb": "DEL",
-			"outcome": o.Class.String()}).WithError(o.Err).
+		log.WithFields(logrus.Fields{
+			"network": o.Network, "ifname": o.IfName, "verb": "DEL",
+			"outcome": o.Class.String(),
+		}).WithError(o.Err).
 			Error("Tolerating CNI DEL failure; the attachment stays recorded for retry and GC")
 	}
 	if strict {

@@ -68,8 +68,8 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 			assert.Equal(t, []string{"ok"}, m.Networks())
 			require.Len(t, m.Skipped(), 3)
 			for _, sk := range m.Skipped() {
-				assert.ErrorIs(t, sk, ErrVersionFailed)
-				assert.ErrorIs(t, sk, tt.wantErr)
+				require.ErrorIs(t, sk, ErrVersionFailed)
+				require.ErrorIs(t, sk, tt.wantErr)
 			}
 			assert.Equal(t, 1, g.count("broken"), "one call for three files")
 
@@ -109,7 +109,7 @@ func TestVersionCallsOfDistinctBinariesRunConcurrently(t *testing.T) {
 	select {
 	case <-started:
 		require.NoError(t, err)
-		t.Cleanup(func() { assert.NoError(t, m.Shutdown()) })
+		t.Cleanup(func() { require.NoError(t, m.Shutdown()) })
 		assert.Equal(t, []string{"a", "b"}, m.Networks())
 	case <-time.After(loadBound):
 		require.FailNow(t, "New did not return")
@@ -162,7 +162,7 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "slow")), 0o644))
 	within(t, loadBound, "reload", func() { m.reload(context.Background()) })
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"), "the last good config stays while VERSION is pending")
-	assert.ErrorIs(t, skippedFile(m, path), ErrVersionPending)
+	require.ErrorIs(t, skippedFile(m, path), ErrVersionPending)
 
 	g.open("slow")
 	require.Eventually(t, func() bool {

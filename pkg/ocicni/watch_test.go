@@ -253,7 +253,7 @@ func TestWatchRemove(t *testing.T) {
 				require.ErrorIs(t, err, ErrNoDefaultNetwork)
 				assert.Contains(t, err.Error(), e.confDir)
 			} else {
-				assert.NoError(t, m.Status())
+				require.NoError(t, m.Status())
 			}
 		})
 	}
@@ -430,7 +430,7 @@ func TestWatchPluginInstalledLate(t *testing.T) {
 			require.NoError(t, os.MkdirAll(target, 0o755))
 			installPlugin(t, target, "late")
 			waitState(t, m, "late", "a", "late")
-			assert.NoError(t, skippedFile(m, path), "no skip reason left")
+			require.NoError(t, skippedFile(m, path), "no skip reason left")
 		})
 	}
 }
@@ -580,7 +580,7 @@ func TestWatchShutdown(t *testing.T) {
 	}
 	wg.Wait()
 	for _, err := range errs {
-		assert.NoError(t, err)
+		require.NoError(t, err)
 	}
 }
 
