@@ -159,15 +159,15 @@ func (p *podFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.uid, "pod-uid", "", "pod UID (K8S_POD_UID)")
 }
 
-// pod builds the PodNetwork for container id in netns.
-func (p *podFlags) pod(id, netns string) (ocicni.PodNetwork, error) {
+// pod builds the PodNetwork for container id; the caller sets its netns.
+func (p *podFlags) pod(id string) (ocicni.PodNetwork, error) {
 	atts, err := parseNetworks(p.networks.values)
 	if err != nil {
 		return ocicni.PodNetwork{}, err
 	}
 	return ocicni.PodNetwork{
 		Name: p.name, Namespace: p.namespace, UID: p.uid,
-		ID: id, NetNS: netns, Networks: atts,
+		ID: id, Networks: atts,
 	}, nil
 }
 

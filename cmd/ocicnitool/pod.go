@@ -114,21 +114,19 @@ func podCommandFlags(fs *flag.FlagSet, g *globals) *podFlags {
 // runPod resolves "[NETNS] CONTAINER-ID", builds the manager and runs do
 // under --timeout.
 func runPod(ctx context.Context, g *globals, pf *podFlags, needNetNS bool, args []string, out *printer, do podDo) error {
-	id, netns := args[len(args)-1], ""
+	pod, err := pf.pod(args[len(args)-1])
+	if err != nil {
+		return err
+	}
 	if len(args) == 2 {
-		var err error
 		if needNetNS {
-			netns, err = existingNetNS(args[0])
+			pod.NetNS, err = existingNetNS(args[0])
 		} else {
-			netns, err = resolveNetNS(args[0])
+			pod.NetNS, err = resolveNetNS(args[0])
 		}
 		if err != nil {
 			return err
 		}
-	}
-	pod, err := pf.pod(id, netns)
-	if err != nil {
-		return err
 	}
 	m, err := g.manager()
 	if err != nil {
