@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
+)
+
+var statusCmd = &command{
+	name:     "status",
+	synopsis: "[flags] [NETNS CONTAINER-ID]",
+	summary:  "network readiness (STATUS), or a sandbox's attachments and IPs",
+	help: `Without arguments, reports whether the node's networks are ready, as a runtime
+sees it: the default network must be loaded and pass STATUS (CNI 1.1.0 and
+later), and every loaded network gets STATUS too. Config files that were
+skipped are listed with the reason (a missing plugin binary, bad JSON, ...).
+--network restricts the report, and the exit code, to the named networks;
+a name that is not loaded is "not found". Exits 3 when a reported network,
+or the default one, is not ready.
+
+With NETNS and CONTAINER-ID, prints the sandbox's attachments with their
+interfaces and IPs, from the cached results (after CHECK, as a runtime's
+status query does): those named with --network, else those recorded at ADD,
+else the container's cache entries. Without --network, a container that has
+no cache entry and no attachment record is "not found".
+
+Examples:
+  ocicnitool status
+  ocicnitool status --network mynet --json
+  ocicnitool status blue 3f2a9c
+  ocicnitool status --json blue 3f2a9c | jq -r '.attachments[0].ips[0]'`,
+	setup: func(fs *flag.FlagSet, g *globals, out *printer) func(context.Context, []string) error {
+		pf := podCommandFlags(fs, g)
+		return func(ctx context.Context, args []string) error {
+			if len(args) == 0 {
+				return runNodeStatus(ctx, g, pf, out)
+			}
+			if err := wantArgs(args, 2, 2, "[NETNS CONTAINER-ID]"); err != nil {
+				return err
+			}
+			return runPod(ctx, g, pf, true, args, out, func(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.PodNetwork, out *printer) error {
+				if err := requireKnown(g, pod); err != nil {
+					return err
+				}
+				results, err := m.GetPodNetworkStatusWithContext(ctx, pod)
+				if err != nil {
+					return err
+				}
+				return printAttachments(out, pod, results, false)
+			})
+		}
+	},
+}
+
+type networkStatusJSON struct {
+	Network string     `json:"network"`
+	Default bool       `json:"default"`
+	Ready   bool       `json:"ready"`
+	Error   *errorJSON `json:"error,omitempty"`
+}
+
+type skippedJSON struct {
+	File    string `json:"file"`
+	Network string `json:"network,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+type nodeStatusJSON struct {
+	Default  string              `json:"default"` // the default network's name, "" when none is loaded
+	Ready    bool                `json:"ready"`   // the runtime's view: Status() returned nil
+	Error    *errorJSON          `json:"error,omitempty"`
+	Networks []networkStatusJSON `json:"networks"`
+	Skipped  []skippedJSON       `json:"skipped"`
+}
+
+// runNodeStatus runs StatusWithContext and NetworkStatuses.
+func runNodeStatus(ctx context.Context, g *globals, pf *podFlags, out *printer) error {
+	want, err := parseNetworks(pf.networks.values)
+	if err != nil {
+		return err
+	}
+	m, err := g.manager()
+	if err != nil {
+		return err
+	}
+	defer shutdown(m)
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+
+	statusErr := m.StatusWithContext(ctx)
+	doc := nodeStatusJSON{
+		Default: m.GetDefaultNetworkName(), Ready: statusErr == nil, Error: toErrorJSON(statusErr),
+		Networks: []networkStatusJSON{}, Skipped: []skippedJSON{},
+	}
+	var failed []error
+	for _, st := range m.NetworkStatuses(ctx) {
+		if len(want) > 0 && !slices.ContainsFunc(want, func(a ocicni.NetAttachment) bool { return a.Name == st.Network }) {
+			continue
+		}
+		doc.Networks = append(doc.Networks, networkStatusJSON{
+			Network: st.Network, Default: st.Default, Ready: st.Err == nil, Error: toErrorJSON(st.Err),
+		})
+		if st.Err != nil {
+			failed = append(failed, st.Err)
+		}
+	}
+	for _, s := range m.Skipped() {
+		doc.Skipped = append(doc.Skipped, skippedJSON{File: s.File, Network: s.Network, Reason: errText(s.Err)})
+	}
+	if err := out.emit(doc, func(t *table) { nodeStatusTable(t, doc) }); err != nil {
+		return err
+	}
+
+	var missing []string
+	for _, a := range want {
+		if !slices.ContainsFunc(doc.Networks, func(n networkStatusJSON) bool { return n.Network == a.Name }) {
+			missing = append(missing, a.Name)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		err := fmt.Errorf("network %s not loaded from %s", strings.Join(missing, ", "), g.confDir)
+		if len(doc.Skipped) > 0 {
+			err = fmt.Errorf("%w (see the skipped config files)", err)
+		}
+		return notFound(err)
+	case len(failed) > 0:
+		return withCode(exitFailed, errors.Join(failed...))
+	case len(want) == 0 && statusErr != nil:
+		return statusErr
+	}
+	return nil
+}
+
+func nodeStatusTable(t *table, doc nodeStatusJSON) {
+	t.row("NETWORK", "DEFAULT", "STATUS", "ERROR")
+	for _, n := range doc.Networks {
+		def, state, msg := "", "ready", ""
+		if n.Default {
+			def = "yes"
+		}
+		if n.Error != nil {
+			state, msg = "not-ready", n.Error.Message
+		}
+		t.row(n.Network, def, state, msg)
+	}
+	if len(doc.Skipped) > 0 {
+		t.section("SKIPPED CONFIG FILES")
+		t.row("FILE", "NETWORK", "REASON")
+		for _, s := range doc.Skipped {
+			t.row(s.File, s.Network, s.Reason)
+		}
+	}
+}
