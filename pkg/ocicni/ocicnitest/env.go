@@ -45,12 +45,12 @@ func NewEnvAt(root string) (*Env, error) {
 	return e, nil
 }
 
-// NewEnv returns an Env under t.TempDir(), which the test removes.
-func NewEnv(t testing.TB) *Env {
-	t.Helper()
-	e, err := NewEnvAt(t.TempDir())
+// NewEnv returns an Env under tb.TempDir(), which the test removes.
+func NewEnv(tb testing.TB) *Env {
+	tb.Helper()
+	e, err := NewEnvAt(tb.TempDir())
 	if err != nil {
-		t.Fatalf("ocicnitest: %v", err)
+		tb.Fatalf("ocicnitest: %v", err)
 	}
 	return e
 }
@@ -83,54 +83,54 @@ func (e *Env) Options(extra ...ocicni.Option) []ocicni.Option {
 
 // NewManager returns ocicni.New(e.Options(extra...)...), shut down when
 // the test ends.
-func (e *Env) NewManager(t testing.TB, extra ...ocicni.Option) *ocicni.Manager {
-	t.Helper()
+func (e *Env) NewManager(tb testing.TB, extra ...ocicni.Option) *ocicni.Manager {
+	tb.Helper()
 	m, err := ocicni.New(e.Options(extra...)...)
 	if err != nil {
-		t.Fatalf("ocicnitest: new manager: %v", err)
+		tb.Fatalf("ocicnitest: new manager: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := m.Shutdown(); err != nil {
-			t.Errorf("ocicnitest: manager shutdown: %v", err)
+			tb.Errorf("ocicnitest: manager shutdown: %v", err)
 		}
 	})
 	return m
 }
 
 // NetNS is [NewNetNS] in the Env's netns directory.
-func (e *Env) NetNS(t testing.TB, name string) string {
-	t.Helper()
+func (e *Env) NetNS(tb testing.TB, name string) string {
+	tb.Helper()
 	p, err := NewNetNS(e.NetNSDir, name)
 	if err != nil {
-		t.Fatalf("ocicnitest: %v", err)
+		tb.Fatalf("ocicnitest: %v", err)
 	}
 	return p
 }
 
 // WriteConflist is [WriteConflist] in the Env's conf dir.
-func (e *Env) WriteConflist(t testing.TB, name, cniVersion string, plugins ...string) string {
-	t.Helper()
+func (e *Env) WriteConflist(tb testing.TB, name, cniVersion string, plugins ...string) string {
+	tb.Helper()
 	p, err := WriteConflist(e.ConfDir, name, cniVersion, plugins...)
 	if err != nil {
-		t.Fatalf("ocicnitest: %v", err)
+		tb.Fatalf("ocicnitest: %v", err)
 	}
 	return p
 }
 
 // WriteCacheEntry is [WriteCacheEntry] in the Env's cache dir.
-func (e *Env) WriteCacheEntry(t testing.TB, entry CacheEntry) string {
-	t.Helper()
+func (e *Env) WriteCacheEntry(tb testing.TB, entry CacheEntry) string {
+	tb.Helper()
 	p, err := WriteCacheEntry(e.CacheDir, entry)
 	if err != nil {
-		t.Fatalf("ocicnitest: %v", err)
+		tb.Fatalf("ocicnitest: %v", err)
 	}
 	return p
 }
 
 // WriteOrder is [WriteOrder] in the Env's cache dir.
-func (e *Env) WriteOrder(t testing.TB, containerID string, atts ...cache.Attachment) {
-	t.Helper()
+func (e *Env) WriteOrder(tb testing.TB, containerID string, atts ...cache.Attachment) {
+	tb.Helper()
 	if err := WriteOrder(e.CacheDir, containerID, atts...); err != nil {
-		t.Fatalf("ocicnitest: %v", err)
+		tb.Fatalf("ocicnitest: %v", err)
 	}
 }

@@ -83,8 +83,10 @@ func ExampleFakeExec_Fail() {
 	if err != nil {
 		panic(err)
 	}
-	pod := ocicni.PodNetwork{Name: "web", Namespace: "default", ID: "pod1", NetNS: netns,
-		Networks: []ocicni.NetAttachment{{Name: "podnet"}, {Name: "storage"}}}
+	pod := ocicni.PodNetwork{
+		Name: "web", Namespace: "default", ID: "pod1", NetNS: netns,
+		Networks: []ocicni.NetAttachment{{Name: "podnet"}, {Name: "storage"}},
+	}
 	if _, err := m.SetUpPod(pod); err != nil {
 		panic(err)
 	}

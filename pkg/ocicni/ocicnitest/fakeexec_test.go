@@ -22,8 +22,10 @@ func call(t *testing.T, f *ocicnitest.FakeExec, ctx context.Context, verb, stdin
 	t.Helper()
 	path, err := f.FindInPath("bridge", []string{"/opt/cni/bin"})
 	require.NoError(t, err)
-	env := (&invoke.Args{Command: verb, ContainerID: "ctr", NetNS: "/run/netns/ctr", IfName: "eth0",
-		PluginArgs: args, Path: "/opt/cni/bin"}).AsEnv()
+	env := (&invoke.Args{
+		Command: verb, ContainerID: "ctr", NetNS: "/run/netns/ctr", IfName: "eth0",
+		PluginArgs: args, Path: "/opt/cni/bin",
+	}).AsEnv()
 	return f.ExecPlugin(ctx, path, []byte(stdin), env)
 }
 
@@ -80,16 +82,26 @@ func TestScripts(t *testing.T) {
 		wantOut string // "" for no output check
 		wantErr error
 	}{
-		{name: "Fail with a plugin error", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "DEL", busy) },
-			verb: "DEL", network: "net", wantErr: busy},
-		{name: "Fail with an exec error", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "ADD", execErr) },
-			verb: "ADD", network: "net", wantErr: execErr},
-		{name: "Fail another network", script: func(f *ocicnitest.FakeExec) { f.Fail("other", "DEL", busy) },
-			verb: "DEL", network: "net"},
-		{name: "Fail another verb", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "ADD", busy) },
-			verb: "DEL", network: "net"},
-		{name: "Result", script: func(f *ocicnitest.FakeExec) { f.Result("net", "ADD", custom) },
-			verb: "ADD", network: "net", wantOut: custom},
+		{
+			name: "Fail with a plugin error", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "DEL", busy) },
+			verb: "DEL", network: "net", wantErr: busy,
+		},
+		{
+			name: "Fail with an exec error", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "ADD", execErr) },
+			verb: "ADD", network: "net", wantErr: execErr,
+		},
+		{
+			name: "Fail another network", script: func(f *ocicnitest.FakeExec) { f.Fail("other", "DEL", busy) },
+			verb: "DEL", network: "net",
+		},
+		{
+			name: "Fail another verb", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "ADD", busy) },
+			verb: "DEL", network: "net",
+		},
+		{
+			name: "Result", script: func(f *ocicnitest.FakeExec) { f.Result("net", "ADD", custom) },
+			verb: "ADD", network: "net", wantOut: custom,
+		},
 		{name: "Result replaces Fail", script: func(f *ocicnitest.FakeExec) {
 			f.Fail("net", "ADD", busy)
 			f.Result("net", "ADD", custom)
@@ -98,8 +110,10 @@ func TestScripts(t *testing.T) {
 			f.Fail("net", "DEL", busy)
 			f.Clear("net", "DEL")
 		}, verb: "DEL", network: "net"},
-		{name: "Fail VERSION with network empty", script: func(f *ocicnitest.FakeExec) { f.Fail("", "VERSION", execErr) },
-			verb: "VERSION", network: "", wantErr: execErr},
+		{
+			name: "Fail VERSION with network empty", script: func(f *ocicnitest.FakeExec) { f.Fail("", "VERSION", execErr) },
+			verb: "VERSION", network: "", wantErr: execErr,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := ocicnitest.NewFakeExec()
@@ -137,9 +151,12 @@ func TestHang(t *testing.T) {
 		f := ocicnitest.NewFakeExec()
 		release := f.Hang("net", "ADD")
 		f.Fail("net", "ADD", &types.Error{Code: 11, Msg: "busy"})
+		path, err := f.FindInPath("bridge", []string{"/opt/cni/bin"})
+		require.NoError(t, err)
+		environ := (&invoke.Args{Command: "ADD", ContainerID: "ctr", IfName: "eth0", Path: "/opt/cni/bin"}).AsEnv()
 		done := make(chan error, 1)
 		go func() {
-			_, err := call(t, f, context.Background(), "ADD", stdin, nil)
+			_, err := f.ExecPlugin(context.Background(), path, []byte(stdin), environ)
 			done <- err
 		}()
 		require.Eventually(t, func() bool { return len(f.Calls("ADD")) == 1 }, 5*time.Second, time.Millisecond)
@@ -152,7 +169,7 @@ func TestHang(t *testing.T) {
 		release() // twice is fine
 		var perr *types.Error
 		require.ErrorAs(t, <-done, &perr, "after release the other script answers")
-		_, err := call(t, f, context.Background(), "DEL", stdin, nil)
+		_, err = call(t, f, context.Background(), "DEL", stdin, nil)
 		require.NoError(t, err, "other verbs never hung")
 	})
 }
@@ -244,7 +261,7 @@ func TestCallRecord(t *testing.T) {
 	assert.Equal(t, "eth0", c.IfName)
 	assert.Equal(t, "/opt/cni/bin", c.Path)
 	assert.Equal(t, map[string]string{"IgnoreUnknown": "1", "K8S_POD_NAME": "web", "K8S_POD_NAMESPACE": "ns"}, c.Args)
-	assert.Equal(t, stdin, string(c.Stdin))
+	assert.JSONEq(t, stdin, string(c.Stdin))
 	assert.Equal(t, map[string]any{"portMappings": []any{}}, c.Config["runtimeConfig"])
 	assert.Equal(t, "CHECK net eth0 ctr", c.String())
 	assert.Nil(t, c.ValidAttachments())

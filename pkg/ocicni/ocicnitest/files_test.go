@@ -22,10 +22,16 @@ func TestConflist(t *testing.T) {
 		plugins []string
 		want    string
 	}{
-		{"types", []string{"bridge", "portmap"},
-			`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap"}]}`},
-		{"verbatim plugin", []string{"bridge", `{"type":"portmap","capabilities":{"portMappings":true}}`},
-			`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap","capabilities":{"portMappings":true}}]}`},
+		{
+			"types",
+			[]string{"bridge", "portmap"},
+			`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap"}]}`,
+		},
+		{
+			"verbatim plugin",
+			[]string{"bridge", `{"type":"portmap","capabilities":{"portMappings":true}}`},
+			`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap","capabilities":{"portMappings":true}}]}`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := ocicnitest.Conflist("net", "1.0.0", tc.plugins...)
@@ -143,11 +149,15 @@ func TestTeardownFromWrittenCache(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	env.WriteConflist(t, "podnet", "1.0.0", "bridge")
 	ns := env.NetNS(t, "ctr")
-	env.WriteCacheEntry(t, ocicnitest.CacheEntry{Network: "podnet", ContainerID: "ctr", NetNS: ns,
-		Args: map[string]string{"K8S_POD_NAME": "web"}})
+	env.WriteCacheEntry(t, ocicnitest.CacheEntry{
+		Network: "podnet", ContainerID: "ctr", NetNS: ns,
+		Args: map[string]string{"K8S_POD_NAME": "web"},
+	})
 	// "gone" was removed from the conf dir: its DEL uses the cached config.
-	env.WriteCacheEntry(t, ocicnitest.CacheEntry{Network: "gone", ContainerID: "ctr", IfName: "net1", NetNS: ns,
-		PluginTypes: []string{"macvlan"}})
+	env.WriteCacheEntry(t, ocicnitest.CacheEntry{
+		Network: "gone", ContainerID: "ctr", IfName: "net1", NetNS: ns,
+		PluginTypes: []string{"macvlan"},
+	})
 	// "half" never reached the cache: the record alone remembers it.
 	env.WriteConflist(t, "half", "1.0.0", "ipvlan")
 	env.WriteOrder(t, "ctr",

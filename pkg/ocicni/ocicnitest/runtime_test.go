@@ -166,8 +166,10 @@ func TestSetupFailureRollsBack(t *testing.T) {
 	m := env.NewManager(t)
 	env.Exec.Fail("extra", "ADD", &types.Error{Code: types.ErrInternal, Msg: "no parent"})
 
-	pod := ocicni.PodNetwork{Name: "p", Namespace: "ns", ID: "pod", NetNS: env.NetNS(t, "pod"),
-		Networks: []ocicni.NetAttachment{{Name: "podnet"}, {Name: "extra"}}}
+	pod := ocicni.PodNetwork{
+		Name: "p", Namespace: "ns", ID: "pod", NetNS: env.NetNS(t, "pod"),
+		Networks: []ocicni.NetAttachment{{Name: "podnet"}, {Name: "extra"}},
+	}
 	_, err := m.SetUpPodWithContext(ctx, pod)
 	var serr *ocicni.SetupError
 	require.ErrorAs(t, err, &serr)
