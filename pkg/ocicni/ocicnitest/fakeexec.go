@@ -86,8 +86,8 @@ func (f *FakeExec) ruleFor(network, verb string) *rule {
 
 // Result makes every plugin of network answer verb with result, a JSON
 // document written as a plugin would write it to stdout, until
-// [FakeExec.Clear] or another script for the pair. For ADD it becomes the network's result;
-// libcni ignores what the other verbs print.
+// [FakeExec.Clear] or another script for the pair. For ADD it becomes
+// the network's result; libcni ignores what the other verbs print.
 func (f *FakeExec) Result(network, verb, result string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,11 +96,11 @@ func (f *FakeExec) Result(network, verb, result string) {
 }
 
 // Fail makes every plugin of network fail verb with err until
-// [FakeExec.Clear] or another script for the pair. A *types.Error is what a plugin's error
-// on stdout becomes with the real executor, so the manager's errors
-// reach it with errors.As; any other error stands for an executor
-// failure (a binary that cannot be started, say). A nil err restores the
-// default answer.
+// [FakeExec.Clear] or another script for the pair. A *types.Error is
+// what a plugin's error on stdout becomes with the real executor, so the
+// manager's errors reach it with errors.As; any other error stands for
+// an executor failure (a binary that cannot be started, say). A nil err
+// restores the default answer.
 func (f *FakeExec) Fail(network, verb string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
