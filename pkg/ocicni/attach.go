@@ -108,7 +108,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 // (release, which it then calls) and the returned *SetupError matches
 // ErrRollbackPending. In every other case the caller releases.
 func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, release func()) ([]NetResult, error) {
-	if err := bringUpLoopback(pod.NetNS); err != nil {
+	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
 	order := make([]cache.Attachment, len(plans))

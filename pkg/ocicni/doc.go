@@ -85,7 +85,8 @@
 // # Setup
 //
 // [Manager.SetUpPodWithContext] validates the request before any plugin
-// runs (see "Bad input"), sets lo up in the netns without a plugin, records
+// runs (see "Bad input"), sets lo up in the netns without a plugin
+// (through [NetNSOps], which [WithNetNSOps] replaces in tests), records
 // the attachment order in the cache, and runs ADD for each network in
 // order, with the CNI_ARGS and runtime-config capabilities ocicni passes
 // (portMappings, bandwidth, ipRanges, aliases, cgroupPath,

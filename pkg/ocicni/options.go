@@ -40,6 +40,7 @@ type options struct {
 	watch           bool
 	log             *logrus.Entry
 	exec            invoke.Exec
+	netns           NetNSOps
 	policy          TeardownPolicy
 	rollbackTimeout time.Duration
 	debounce        time.Duration
@@ -53,6 +54,7 @@ func defaultOptions() options {
 		confDir:         DefaultConfDir,
 		binDirs:         []string{DefaultBinDir},
 		watch:           true,
+		netns:           kernelNetNS{},
 		policy:          Strict,
 		rollbackTimeout: time.Minute,
 		debounce:        100 * time.Millisecond,
@@ -142,6 +144,26 @@ func WithLogger(l *logrus.Entry) Option {
 func WithExec(e invoke.Exec) Option {
 	return func(o *options) error {
 		o.exec = e
+		return nil
+	}
+}
+
+// WithNetNSOps replaces what the manager does inside a pod's network
+// namespace without a plugin: set lo up at setup, check it and read
+// interface addresses at status (see [NetNSOps]). It is for tests that
+// also fake the plugins with [WithExec], and it cannot switch the work
+// off by accident: there is no "without" form, and nil is an error. A
+// replacement that does nothing leaves every pod's lo down.
+//
+// The netns path of a setup is validated before the replacement is
+// called, as always: it must exist and must not be the host's network
+// namespace.
+func WithNetNSOps(ops NetNSOps) Option {
+	return func(o *options) error {
+		if ops == nil {
+			return fmt.Errorf("%w: nil NetNSOps", ErrInvalidArgument)
+		}
+		o.netns = ops
 		return nil
 	}
 }

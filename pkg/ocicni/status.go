@@ -36,7 +36,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 	}
 	defer release()
 
-	if err := checkLoopback(pod.NetNS); err != nil {
+	if err := m.opts.netns.LoopbackCheck(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)
 	}
 	set := m.snapshot()
@@ -138,7 +138,7 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 		}
 		return res, nil
 	}
-	mac, addrs, err := interfaceAddrs(pod.NetNS, p.Ifname)
+	mac, addrs, err := m.opts.netns.InterfaceAddrs(ctx, pod.NetNS, p.Ifname)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,112 @@
+package ocicni
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// recordingNetNS is a NetNSOps that records its calls and fails
+// LoopbackUp with upErr.
+type recordingNetNS struct {
+	upErr error
+
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recordingNetNS) record(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, s)
+}
+
+func (r *recordingNetNS) recorded() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.calls...)
+}
+
+func (r *recordingNetNS) LoopbackUp(_ context.Context, p string) error {
+	r.record("up " + p)
+	return r.upErr
+}
+
+func (r *recordingNetNS) LoopbackCheck(_ context.Context, p string) error {
+	r.record("check " + p)
+	return nil
+}
+
+func (r *recordingNetNS) InterfaceAddrs(_ context.Context, p, ifname string) (net.HardwareAddr, []*net.IPNet, error) {
+	r.record("addrs " + p + " " + ifname)
+	return nil, nil, errors.New("not faked")
+}
+
+func TestWithNetNSOpsNil(t *testing.T) {
+	_, err := New(WithNetNSOps(nil), WithoutWatcher(), WithConfDir(t.TempDir()))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// A replaced NetNSOps is what setup and status call, with the request's
+// netns path; the netns path is still validated first, and a LoopbackUp
+// failure stops setup before any plugin runs or anything is recorded.
+func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
+	root := t.TempDir()
+	confDir, binDir, cacheDir := filepath.Join(root, "net.d"), filepath.Join(root, "bin"), filepath.Join(root, "cache")
+	require.NoError(t, os.MkdirAll(confDir, 0o700))
+	writeConf(t, confDir, "10-net.conflist", conflist("net", "1.0.0", "fake"))
+	nsPath := filepath.Join(root, "ns")
+	require.NoError(t, os.WriteFile(nsPath, nil, 0o600))
+
+	newManager := func(ops NetNSOps) (*Manager, *envExec) {
+		fx := &envExec{}
+		logger, _ := test.NewNullLogger()
+		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
+			WithExec(fx), WithNetNSOps(ops), WithLogger(logrus.NewEntry(logger)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Shutdown() })
+		return m, fx
+	}
+	ctx := context.Background()
+
+	t.Run("setup and status", func(t *testing.T) {
+		ops := &recordingNetNS{}
+		m, fx := newManager(ops)
+		pod := PodNetwork{Name: "p", Namespace: "ns", ID: "ok", NetNS: nsPath}
+		_, err := m.SetUpPodWithContext(ctx, pod)
+		require.NoError(t, err)
+		_, err = m.GetPodNetworkStatusWithContext(ctx, pod)
+		require.NoError(t, err, "status of the cached result")
+		require.NoError(t, cache.New(cacheDir).Remove("net", "ok", "eth0"))
+		_, err = m.GetPodNetworkStatusWithContext(ctx, pod)
+		require.Error(t, err, "without a cached result status reads the netns")
+		assert.Equal(t, []string{"up " + nsPath, "check " + nsPath, "check " + nsPath, "addrs " + nsPath + " eth0"}, ops.recorded())
+		assert.Len(t, fx.plugged(), 2, "ADD and CHECK")
+
+		_, err = m.SetUpPodWithContext(ctx, PodNetwork{Name: "p", Namespace: "ns", ID: "missing", NetNS: filepath.Join(root, "gone")})
+		require.ErrorIs(t, err, ErrInvalidArgument, "a missing netns is still rejected")
+		assert.Len(t, ops.recorded(), 4)
+	})
+
+	t.Run("LoopbackUp fails", func(t *testing.T) {
+		boom := errors.New("boom")
+		m, fx := newManager(&recordingNetNS{upErr: boom})
+		_, err := m.SetUpPodWithContext(ctx, PodNetwork{Name: "p", Namespace: "ns", ID: "failing", NetNS: nsPath})
+		require.ErrorIs(t, err, boom)
+		assert.Empty(t, fx.plugged(), "no plugin ran")
+		order, err := cache.New(cacheDir).ReadOrder("failing")
+		require.NoError(t, err)
+		assert.Nil(t, order, "no order recorded")
+	})
+}
