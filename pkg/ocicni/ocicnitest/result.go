@@ -73,22 +73,8 @@ func (f *FakeExec) observe(c Call, out []byte) {
 
 // sandboxAddr reads the MAC and IPs of c's interface from an ADD answer.
 func sandboxAddr(c Call, out []byte) (liveAddr, bool) {
-	var head struct {
-		CNIVersion string `json:"cniVersion"`
-	}
-	if json.Unmarshal(out, &head) != nil {
-		return liveAddr{}, false
-	}
-	v := head.CNIVersion
-	if v == "" {
-		v = configVersion(c)
-	}
-	res, err := create.Create(v, out)
-	if err != nil {
-		return liveAddr{}, false
-	}
-	r, err := types100.NewResultFromResult(res)
-	if err != nil {
+	r, ok := currentResult(c, out)
+	if !ok {
 		return liveAddr{}, false
 	}
 	idx := -1
@@ -112,4 +98,25 @@ func sandboxAddr(c Call, out []byte) (liveAddr, bool) {
 		}
 	}
 	return a, idx >= 0 || len(a.addrs) > 0
+}
+
+// currentResult decodes an ADD answer at its own version (or the
+// config's) and converts it to the current result type.
+func currentResult(c Call, out []byte) (*types100.Result, bool) {
+	var head struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if json.Unmarshal(out, &head) != nil {
+		return nil, false
+	}
+	v := head.CNIVersion
+	if v == "" {
+		v = configVersion(c)
+	}
+	res, err := create.Create(v, out)
+	if err != nil {
+		return nil, false
+	}
+	r, err := types100.NewResultFromResult(res)
+	return r, err == nil
 }
