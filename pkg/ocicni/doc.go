@@ -120,6 +120,17 @@
 // invoke.RawExec, which kills the plugin alone. A context that is already
 // done starts no plugin, whatever the executor.
 //
+// # Observability
+//
+// [WithPluginHook] registers a [PluginHook] called after every plugin run
+// with the verb, network, plugin, container, ifname, duration and error,
+// so that a runtime can export metrics or trace spans without this module
+// depending on a metrics or tracing library. The caller's context reaches
+// libcni and the hook, so trace context flows where libcni supports it.
+// [WithPluginEnv] adds environment variables to every plugin run, such as
+// GOMAXPROCS=2 on hosts with many cores, where Go plugins otherwise spend
+// most of their start-up in the Go runtime.
+//
 // # Teardown semantics
 //
 //   - Every attachment gets its DEL, even after earlier ones failed.

@@ -2,8 +2,12 @@ package ocicni
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
@@ -13,9 +17,12 @@ import (
 // reports as plain text become typed: a binary missing from every bin dir
 // wraps ErrPluginNotFound, and a plugin killed by an expired context wraps
 // the context's error next to the plugin's own error. A context that is
-// already done starts no plugin at all.
+// already done starts no plugin at all. It also adds the environment of
+// [WithPluginEnv] and reports every run to the hook of [WithPluginHook].
 type typedExec struct {
 	inner invoke.Exec
+	env   []string   // "KEY=VALUE" pairs appended to every plugin's environment
+	hook  PluginHook // nil: none
 }
 
 var _ invoke.Exec = typedExec{}
@@ -42,6 +49,18 @@ func newDefaultExec() invoke.Exec {
 }
 
 func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	if len(e.env) > 0 {
+		environ = append(append(make([]string, 0, len(environ)+len(e.env)), environ...), e.env...)
+	}
+	start := time.Now()
+	out, err := e.run(ctx, pluginPath, stdinData, environ)
+	if e.hook != nil {
+		e.hook(ctx, pluginRun(pluginPath, stdinData, environ, time.Since(start), err))
+	}
+	return out, err
+}
+
+func (e typedExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notStarted(err, pluginPath)
 	}
@@ -50,6 +69,46 @@ func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData 
 		return out, fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return out, err
+}
+
+// PluginRun describes one plugin run, as reported to a [PluginHook].
+type PluginRun struct {
+	Verb        string // CNI_COMMAND: ADD, DEL, CHECK, GC, STATUS or VERSION
+	Network     string // the "name" of the config the plugin received; "" for VERSION
+	Plugin      string // the binary's base name, which is the plugin type
+	ContainerID string // CNI_CONTAINERID; "" for verbs without a container
+	IfName      string // CNI_IFNAME
+	Duration    time.Duration
+	Err         error // as returned to libcni: typed, see the package doc
+}
+
+// PluginHook is called after every plugin run, on the goroutine that ran
+// it, with the context the plugin ran under (which carries the caller's
+// trace context). It lets a runtime export metrics or spans without this
+// module depending on a metrics or tracing library. It must be safe for
+// concurrent use and must not block.
+type PluginHook func(ctx context.Context, run PluginRun)
+
+func pluginRun(pluginPath string, stdin []byte, environ []string, d time.Duration, err error) PluginRun {
+	r := PluginRun{Plugin: filepath.Base(pluginPath), Duration: d, Err: err}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "CNI_COMMAND":
+			r.Verb = v
+		case "CNI_CONTAINERID":
+			r.ContainerID = v
+		case "CNI_IFNAME":
+			r.IfName = v
+		}
+	}
+	var conf struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(stdin, &conf) == nil { // VERSION's stdin has no name
+		r.Network = conf.Name
+	}
+	return r
 }
 
 // notStarted is the error for a plugin not run because its context was

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -45,6 +46,8 @@ type options struct {
 	rollbackTimeout time.Duration
 	debounce        time.Duration
 	delPastUnknown  bool
+	pluginEnv       []string
+	pluginHook      PluginHook
 	versionWait     time.Duration // see versionWait; tests shorten it
 	versionTimeout  time.Duration // see versionTimeout; tests shorten it
 }
@@ -214,6 +217,37 @@ func WithReloadDebounce(d time.Duration) Option {
 func WithDELPastUnknownContainer() Option {
 	return func(o *options) error {
 		o.delPastUnknown = true
+		return nil
+	}
+}
+
+// WithPluginHook registers a hook that is called after every plugin run
+// (verb, network, plugin, container, ifname, duration, error), for
+// metrics or tracing. See [PluginHook].
+func WithPluginHook(h PluginHook) Option {
+	return func(o *options) error {
+		if h == nil {
+			return fmt.Errorf("%w: nil plugin hook", ErrInvalidArgument)
+		}
+		o.pluginHook = h
+		return nil
+	}
+}
+
+// WithPluginEnv adds "KEY=VALUE" pairs to the environment of every plugin
+// run, after the CNI variables. On hosts with many cores, Go plugins spend
+// most of their start-up in the Go runtime (containerd has seen seconds
+// per sandbox on large NUMA hosts); WithPluginEnv("GOMAXPROCS=2") bounds
+// that. Keys starting with CNI_ are refused: they belong to the spec.
+func WithPluginEnv(env ...string) Option {
+	return func(o *options) error {
+		for _, kv := range env {
+			k, _, ok := strings.Cut(kv, "=")
+			if !ok || k == "" || strings.HasPrefix(k, "CNI_") || strings.ContainsAny(kv, "\x00\n") {
+				return fmt.Errorf("%w: plugin environment %q must be KEY=VALUE, without CNI_ keys", ErrInvalidArgument, kv)
+			}
+		}
+		o.pluginEnv = append(o.pluginEnv, env...)
 		return nil
 	}
 }

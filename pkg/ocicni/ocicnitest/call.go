@@ -20,6 +20,7 @@ type Call struct {
 	IfName      string            // CNI_IFNAME
 	Args        map[string]string // CNI_ARGS split into keys and values; never nil
 	Path        string            // CNI_PATH
+	Env         []string          // the whole environment, as the plugin got it
 	Stdin       []byte            // the stdin config as sent
 	// Config is Stdin decoded, nil when it is not a JSON object: the
 	// plugin's config with "name", "cniVersion", "runtimeConfig" and
@@ -43,6 +44,7 @@ func newCall(pluginPath string, stdin []byte, environ []string) Call {
 		IfName:      env["CNI_IFNAME"],
 		Args:        argsOf(env["CNI_ARGS"]),
 		Path:        env["CNI_PATH"],
+		Env:         append([]string(nil), environ...),
 		Stdin:       append([]byte(nil), stdin...),
 	}
 	if err := json.Unmarshal(stdin, &c.Config); err != nil {
