@@ -37,10 +37,19 @@ var ReferencePlugins = []string{
 // RequireRoot skips the test unless it runs as root.
 func RequireRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("skipping: needs root")
+	if os.Geteuid() == 0 {
+		return
 	}
+	if os.Getenv(RequireRootEnv) != "" {
+		tb.Fatalf("needs root, and $%s says this run must not skip it", RequireRootEnv)
+	}
+	tb.Skip("skipping: needs root")
 }
+
+// RequireRootEnv names the environment variable that turns the skip of
+// [RequireRoot] into a failure: CI sets it when it runs as root, so that
+// no root-only test can silently stop running there.
+const RequireRootEnv = "OCICNI_TEST_REQUIRE_ROOT"
 
 // MainWithPlugins is a TestMain body. As root, it builds the plugins, stores
 // their directory in *dir, runs the tests and removes the directory. As any
