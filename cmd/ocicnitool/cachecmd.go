@@ -327,13 +327,11 @@ func runCacheRm(ctx context.Context, g *globals, id, netnsArg string, out *print
 	if len(listing.Entries) == 0 && len(listing.Corrupt) == 0 {
 		return notFound(fmt.Errorf("container %s has no cache entry in %s", id, c.ResultsDir()))
 	}
-	m, err := g.manager()
+	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer shutdown(m)
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	defer end()
 
 	removed, forgetErr := m.ForgetPodCache(ctx, ocicni.PodNetwork{ID: id, NetNS: netns})
 	doc := cacheRmJSON{Container: id, Removed: append([]string{}, removed...), Record: []recordedJSON{}}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -120,6 +121,16 @@ func (g *globals) manager() (*ocicni.Manager, error) {
 // shutdown stops a manager built by [globals.manager]. Without a watcher
 // Shutdown has nothing that can fail; its error is nil.
 func shutdown(m *ocicni.Manager) { _ = m.Shutdown() }
+
+// session creates the manager and a context bounded by --timeout; end
+// cancels the context and shuts the manager down.
+func (g *globals) session(ctx context.Context) (m *ocicni.Manager, sctx context.Context, end func(), err error) {
+	if m, err = g.manager(); err != nil {
+		return nil, nil, nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, g.timeout)
+	return m, sctx, func() { cancel(); shutdown(m) }, nil
+}
 
 // cache opens the cache dir named by --cache-dir.
 func (g *globals) cache() (*cache.Cache, error) {

@@ -94,13 +94,11 @@ func runGC(ctx context.Context, g *globals, validIDs []string, out *printer) err
 	if err != nil {
 		return err
 	}
-	m, err := g.manager()
+	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer shutdown(m)
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	defer end()
 
 	before := gcSnapshot(c, validIDs)
 	gcErr := m.GC(ctx, pods)

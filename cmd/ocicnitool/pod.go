@@ -128,13 +128,11 @@ func runPod(ctx context.Context, g *globals, pf *podFlags, needNetNS bool, args 
 			return err
 		}
 	}
-	m, err := g.manager()
+	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer shutdown(m)
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	defer end()
 	return do(ctx, g, m, pod, out)
 }
 
@@ -162,8 +160,19 @@ func requireKnown(g *globals, pod ocicni.PodNetwork) error {
 		pod.ID, c.Dir()))
 }
 
-// runCheck runs CHECK through GetPodNetworkStatusWithContext.
+// runCheck runs CHECK through GetPodNetworkStatusWithContext and prints
+// each network's verdict.
 func runCheck(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.PodNetwork, out *printer) error {
+	return podStatus(ctx, g, m, pod, out, true)
+}
+
+// runStatus prints the sandbox's attachments and IPs; the library call
+// is the same as runCheck's.
+func runStatus(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.PodNetwork, out *printer) error {
+	return podStatus(ctx, g, m, pod, out, false)
+}
+
+func podStatus(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.PodNetwork, out *printer, check bool) error {
 	if err := requireKnown(g, pod); err != nil {
 		return err
 	}
@@ -171,7 +180,7 @@ func runCheck(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.Pod
 	if err != nil {
 		return err
 	}
-	return printAttachments(out, pod, results, true)
+	return printAttachments(out, pod, results, check)
 }
 
 // attachmentJSON describes one attachment and its result.

@@ -43,16 +43,7 @@ Examples:
 			if err := wantArgs(args, 2, 2, "[NETNS CONTAINER-ID]"); err != nil {
 				return err
 			}
-			return runPod(ctx, g, pf, true, args, out, func(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.PodNetwork, out *printer) error {
-				if err := requireKnown(g, pod); err != nil {
-					return err
-				}
-				results, err := m.GetPodNetworkStatusWithContext(ctx, pod)
-				if err != nil {
-					return err
-				}
-				return printAttachments(out, pod, results, false)
-			})
+			return runPod(ctx, g, pf, true, args, out, runStatus)
 		}
 	},
 }
@@ -84,13 +75,11 @@ func runNodeStatus(ctx context.Context, g *globals, pf *podFlags, out *printer) 
 	if err != nil {
 		return err
 	}
-	m, err := g.manager()
+	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer shutdown(m)
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	defer end()
 
 	statusErr := m.StatusWithContext(ctx)
 	doc := nodeStatusJSON{
