@@ -166,7 +166,6 @@ func TestLoadSkipsFilesThatCannotBeReadSafely(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Helper()
 			e := newLoaderEnv(t)
 			path := filepath.Join(e.confDir, tt.file)
 			tt.make(t, path)
@@ -261,7 +260,6 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Helper()
 			e := newLoaderEnv(t)
 			path := writeConf(t, e.confDir, "10-net.conflist", tt.list)
 			sub := filepath.Join(e.confDir, "net")
@@ -356,7 +354,6 @@ func TestLoadRejectsNamesAndTypesLibcniWouldNot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Helper()
 			e := newLoaderEnv(t)
 			// A binary outside the bin dir that "../escape" would reach.
 			installPlugin(t, e.root, "escape")

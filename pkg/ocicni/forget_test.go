@@ -24,10 +24,7 @@ func TestGCAfterRuntimeDropsTheCache(t *testing.T) {
 			t.Parallel()
 			e := newITEnv(t)
 			flag := faultFlag(t)
-			e.recordedBridge("neta", map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})
-			m := e.start()
-			pod := e.pod("p")
-			e.setUp(pod)
+			m, pod := e.netaPod(map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})
 			require.Error(t, m.TearDownPodWithContext(e.ctx(), pod), "the DEL fails")
 
 			if how == "ForgetPodCache" {

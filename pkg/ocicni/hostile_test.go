@@ -16,6 +16,17 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
+// netaPod sets up one pod on "neta", a recorded bridge network whose
+// recorder takes recExtra, and returns the manager and the pod.
+func (e *itEnv) netaPod(recExtra map[string]any) (*Manager, PodNetwork) {
+	e.t.Helper()
+	e.recordedBridge("neta", recExtra)
+	m := e.start()
+	pod := e.pod("p")
+	e.setUp(pod)
+	return m, pod
+}
+
 // editEntry rewrites the JSON of a cache file.
 func editEntry(t *testing.T, path string, edit func(map[string]any)) {
 	t.Helper()
@@ -76,13 +87,9 @@ func TestHostileCacheContentStaysInCacheDir(t *testing.T) {
 	for _, tt := range tests {
 		for _, verb := range []string{"teardown", "gc"} {
 			t.Run(tt.name+"/"+verb, func(t *testing.T) {
-				t.Helper()
 				t.Parallel()
 				e := newITEnv(t)
-				e.recordedBridge("neta", nil)
-				m := e.start()
-				pod := e.pod("p")
-				e.setUp(pod)
+				m, pod := e.netaPod(nil)
 				victim := filepath.Join(filepath.Dir(e.cacheDir), strings.ReplaceAll(tt.victim, "{id}", pod.ID))
 				require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o600))
 				editEntry(t, e.cachePath("neta", pod, "eth0"), func(entry map[string]any) { tt.edit(t, entry, pod) })
@@ -127,13 +134,9 @@ func TestNonRegularOrHugeCacheEntry(t *testing.T) {
 	for name, plant := range tests {
 		for _, verb := range []string{"teardown", "gc"} {
 			t.Run(name+"/"+verb, func(t *testing.T) {
-				t.Helper()
 				t.Parallel()
 				e := newITEnv(t)
-				e.recordedBridge("neta", nil)
-				m := e.start()
-				pod := e.pod("p")
-				e.setUp(pod)
+				m, pod := e.netaPod(nil)
 				path := e.cachePath("neta", pod, "eth0")
 				require.NoError(t, os.Remove(path))
 				plant(t, path)
@@ -157,10 +160,7 @@ func TestUndecodableCachedResultSurvivesFailedDEL(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
 	flag := faultFlag(t)
-	e.recordedBridge("neta", map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})
-	m := e.start()
-	pod := e.pod("p")
-	e.setUp(pod)
+	m, pod := e.netaPod(map[string]any{"del": map[string]any{"errorCode": 11, "onlyIfExists": flag}})
 	path := e.cachePath("neta", pod, "eth0")
 	editEntry(t, path, func(m map[string]any) { m["result"] = map[string]any{"cniVersion": "9.9.9"} })
 	require.NoError(t, os.Remove(filepath.Join(e.confDir, "10-neta.conflist")), "only the cached config is left")
