@@ -57,8 +57,10 @@ func TestPluginHookAndEnv(t *testing.T) {
 	adds := got.of("ADD")
 	require.Len(t, adds, 2)
 	for i, plugin := range []string{"bridge", "tuning"} {
-		assert.Equal(t, ocicni.PluginRun{Verb: "ADD", Network: "net", Plugin: plugin, ContainerID: "pod1", IfName: "eth0",
-			Duration: adds[i].Duration}, adds[i])
+		assert.Equal(t, ocicni.PluginRun{
+			Verb: "ADD", Network: "net", Plugin: plugin, ContainerID: "pod1", IfName: "eth0",
+			Duration: adds[i].Duration,
+		}, adds[i])
 	}
 	dels := got.of("DEL")
 	require.NotEmpty(t, dels)
