@@ -16,7 +16,7 @@ PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
 help: ## List the targets
 	@echo "Targets:"
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z0-9-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 quickstart: ## Attach a netns to a bridge network, ping its gateway, detach (as root)
 	go run ./examples/quickstart
