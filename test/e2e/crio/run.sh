@@ -2,6 +2,7 @@
 # End-to-end test: CRI-O v1.34.0 built against this checkout's pkg/ocicni.
 #
 #   run.sh compile   rewrite CRI-O, go build + go vet its ocicni users (fast)
+#   run.sh compile-negative  the compile check fails with an identifier renamed
 #   run.sh build     compile + build crio, pinns, crictl, plugins, pause image
 #   run.sh [all]     build, then run crio and drive it with crictl (as root)
 #
@@ -121,7 +122,28 @@ install_debs() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
 }
 
+# compile_negative: the compile check must fail when an exported identifier
+# CRI-O uses is gone. Renames ocicni.BandwidthConfig in a scratch copy of
+# this checkout (never in the repo) and runs the compile check there.
+compile_negative() {
+	local scratch rc=0
+	scratch=$(mktemp -d /tmp/ocicni-e2e-negative.XXXXXX)
+	(cd "$REPO" && tar --exclude=./.git --exclude=./bin -cf - .) | tar -xf - -C "$scratch"
+	sed -i 's/\bBandwidthConfig\b/BandwidthConfigRenamed/g' "$scratch"/pkg/ocicni/*.go
+	log "negative check: compile check against $scratch with ocicni.BandwidthConfig renamed"
+	E2E_CACHE=$E2E_CACHE "$scratch/test/e2e/crio/run.sh" compile >"$scratch.log" 2>&1 || rc=$?
+	grep -m3 'BandwidthConfig' "$scratch.log" >&2 || true
+	rm -rf "$scratch" "$E2E_CACHE"/src-cri-o-"$CRIO_VERSION"-"$(printf '%s' "$scratch" | sha256sum | cut -c1-8)"
+	rm -f "$scratch.log"
+	((rc != 0)) || die "negative check: the compile check passed although BandwidthConfig was renamed"
+	log "negative check passed: the compile check failed as it must"
+}
+
 case $MODE in
+compile-negative)
+	compile_negative
+	exit 0
+	;;
 compile)
 	compile_check
 	log "total $(($(date +%s) - T0))s"
