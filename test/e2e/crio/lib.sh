@@ -13,7 +13,12 @@ KILLS=0
 LEFTOVERS=0
 ALL_IDS=()
 
-crictl() { "$CRICTL_BIN" --runtime-endpoint "unix://$W/crio.sock" --image-endpoint "unix://$W/crio.sock" --timeout 60s "$@"; }
+# crictl's stderr (config and cgroup_parent warnings) goes to crictl.log,
+# shown with crio.log on failure.
+crictl() {
+	"$CRICTL_BIN" --config "$W/crictl.yaml" --runtime-endpoint "unix://$W/crio.sock" \
+		--image-endpoint "unix://$W/crio.sock" --timeout 60s "$@" 2>>"$W/crictl.log"
+}
 
 cleanup() {
 	local rc=$?
@@ -21,6 +26,11 @@ cleanup() {
 	trap - EXIT INT TERM
 	[[ -n ${W:-} && -d $W ]] || exit "$rc"
 	log "cleanup (exit status $rc)"
+	if ((rc != 0)); then
+		log "last lines of crictl.log and crio.log:"
+		tail -5 "$W/crictl.log" >&2
+		tail -20 "$W/crio.log" >&2
+	fi
 	stop_crio KILL
 	# Containers that conmon and runc started.
 	if [[ -d $W/runc ]]; then
@@ -70,7 +80,7 @@ stop_crio() {
 	local sig=${1:-TERM}
 	[[ -n ${CRIO_PID:-} ]] || return 0
 	kill -"$sig" "$CRIO_PID" 2>/dev/null
-	wait "$CRIO_PID" 2>/dev/null
+	wait "$CRIO_PID" 2>/dev/null || true
 	CRIO_PID=
 }
 
@@ -126,6 +136,7 @@ enable_metrics = false
 enable_nri = false
 EOF
 	echo '{"default":[{"type":"insecureAcceptAnything"}]}' >"$W/policy.json"
+	: >"$W/crictl.yaml"
 	cat >"$W/cni/10-$NET.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -378,8 +389,9 @@ run_e2e() {
 	OCICNITOOL=$E2E_CACHE/bin-$(keyhash)/ocicnitool
 	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
 	ip link show "$BRIDGE" >/dev/null 2>&1 && die "bridge $BRIDGE exists already (another run?)"
-	write_configs
+	mkdir -p "$W/bin"
 	make_runc
+	write_configs
 	make_pause_image
 	start_crio
 	phase_churn
