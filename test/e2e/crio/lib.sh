@@ -225,12 +225,11 @@ EOF
 	echo "$f"
 }
 
-run_pod() { # name -> prints pod id
-	local id
-	id=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed (see $W/crio.log)"
-	ALL_IDS+=("$id")
+run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
+	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed (see $W/crio.log)"
+	[[ $POD_ID =~ ^[0-9a-f]{64}$ ]] || die "crictl runp $1 printed '$POD_ID'"
+	ALL_IDS+=("$POD_ID")
 	PODS_RUN=$((PODS_RUN + 1))
-	echo "$id"
 }
 
 pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
@@ -283,7 +282,8 @@ phase_churn() {
 	local ids=() i id
 	log "phase churn: $NPODS pod sandboxes"
 	for i in $(seq 1 "$NPODS"); do
-		ids+=("$(run_pod "churn-$i")")
+		run_pod "churn-$i"
+		ids+=("$POD_ID")
 	done
 	for id in "${ids[@]}"; do check_pod_ip "$id"; done
 	local nips
@@ -301,8 +301,14 @@ phase_churn() {
 phase_crash() {
 	local live=() stale=() i id ip before after
 	log "phase crash: 4 live + 2 stale pods, SIGKILL crio"
-	for i in 1 2 3 4; do live+=("$(run_pod "live-$i")"); done
-	for i in 1 2; do stale+=("$(run_pod "stale-$i")"); done
+	for i in 1 2 3 4; do
+		run_pod "live-$i"
+		live+=("$POD_ID")
+	done
+	for i in 1 2; do
+		run_pod "stale-$i"
+		stale+=("$POD_ID")
+	done
 	declare -A ipof
 	for id in "${live[@]}" "${stale[@]}"; do
 		check_pod_ip "$id"
@@ -363,7 +369,8 @@ make_unknown_attachment() {
 phase_cached_config() {
 	local id ip
 	log "phase cached-config: stopp with the conflist removed"
-	id=$(run_pod "cached-1")
+	run_pod "cached-1"
+	id=$POD_ID
 	check_pod_ip "$id"
 	ip=$(crictl inspectp "$id" | jq -r .status.network.ip)
 	[[ -e $W/ipam/$NET/$ip ]] || die "cached-config: no reservation for $ip"
