@@ -70,10 +70,10 @@ compile_check() {
 		go vet -mod=mod -tags "$CRIO_TAGS test" ./internal/config/cnimgr ./test/mocks/ocicni ./server) ||
 		die "CRI-O does not compile against $REPO/pkg/ocicni"
 	grep -rq 'cri-o/ocicni' "$SRC/go.mod" && die "CRI-O go.mod still requires cri-o/ocicni"
-	(cd "$SRC" && go list -mod=mod -deps -tags "$CRIO_TAGS" ./server | grep -qx "$OURMOD/pkg/ocicni") ||
-		die "CRI-O's server does not depend on $OURMOD/pkg/ocicni"
-	(cd "$SRC" && ! go list -mod=mod -deps -tags "$CRIO_TAGS" ./server | grep -q '^github.com/cri-o/ocicni') ||
-		die "CRI-O still links github.com/cri-o/ocicni"
+	local deps # captured first: grep -q on a pipe would SIGPIPE go list under pipefail
+	deps=$(cd "$SRC" && go list -mod=mod -deps -tags "$CRIO_TAGS" ./server) || die "go list of CRI-O's server failed"
+	grep -qx "$OURMOD/pkg/ocicni" <<<"$deps" || die "CRI-O's server does not depend on $OURMOD/pkg/ocicni"
+	! grep -q '^github.com/cri-o/ocicni' <<<"$deps" || die "CRI-O still links github.com/cri-o/ocicni"
 	log "compile check passed"
 }
 
