@@ -237,7 +237,7 @@ pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[]
 check_pod_ip() { # id
 	local ip ns
 	ip=$(crictl inspectp "$1" | jq -r '.status.network.ip')
-	[[ $ip =~ ^10\.99\. ]] || die "pod $1 has IP '$ip', not one of $SUBNET"
+	[[ $ip == "${SUBNET%.*}."* ]] || die "pod $1 has IP '$ip', not one of $SUBNET"
 	ns=$(pod_netns "$1")
 	[[ -e $ns ]] || die "pod $1: netns '$ns' missing"
 	nsenter --net="$ns" ip -4 -o addr show dev eth0 | grep -qw "inet $ip/24" ||
