@@ -12,11 +12,11 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test fuzz bench lint plugins
+.PHONY: help quickstart test fuzz bench lint plugins e2e-crio e2e-crio-compile
 
 help: ## List the targets
 	@echo "Targets:"
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z0-9-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 quickstart: ## Attach a netns to a bridge network, ping its gateway, detach (as root)
 	go run ./examples/quickstart
@@ -40,3 +40,9 @@ plugins: ## Build the reference plugins and the recorder into ./bin/plugins
 	cd tools && go build -o $(PLUGIN_DIR)/ tool
 	go build -o $(PLUGIN_DIR)/recorder ./internal/testplugins/recorder
 	@echo "Now: export OCICNI_TEST_PLUGIN_DIR=$(PLUGIN_DIR)"
+
+e2e-crio: ## CRI-O v1.34.0 built against this checkout, driven by crictl (as root; see test/e2e/crio)
+	test/e2e/crio/run.sh all
+
+e2e-crio-compile: ## Only compile and vet CRI-O's ocicni users against this checkout
+	test/e2e/crio/run.sh compile
