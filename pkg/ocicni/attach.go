@@ -121,7 +121,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 
 	results := make([]NetResult, 0, len(plans))
 	for i, p := range plans {
-		planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Info("Adding pod to CNI network")
+		planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
 		res, err := m.cni.AddNetworkList(ctx, p.list, p.rt)
 		if err == nil {
 			results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})
@@ -150,6 +150,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 		}
 		return nil, serr
 	}
+	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
 }
 

@@ -54,6 +54,9 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	outcomes = append(outcomes, m.deleteAll(ctx, plans, log, "teardown")...)
 	err = m.teardownResult(&pod, outcomes, log)
 	m.pruneOrder(pod.ID, recorded, rerr, outcomes, log)
+	if err == nil {
+		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
+	}
 	return outcomes, err
 }
 
