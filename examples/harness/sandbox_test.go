@@ -108,7 +108,7 @@ func TestStopSandboxRetries(t *testing.T) {
 				require.ErrorAs(t, err, &perr)
 				assert.Equal(t, tt.failDEL.Code, perr.Code)
 				var terr *ocicni.TeardownError
-				assert.ErrorAs(t, err, &terr)
+				require.ErrorAs(t, err, &terr)
 			} else {
 				require.NoError(t, err)
 			}

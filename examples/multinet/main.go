@@ -65,8 +65,11 @@ func main() {
 	stop()
 	// Every deferred cleanup in run has run now: check what is left.
 	for _, name := range left {
-		if ok, lerr := linkExists(name); ok || lerr != nil {
-			err = errors.Join(err, fmt.Errorf("left behind: interface %s (%v)", name, lerr))
+		switch ok, lerr := linkExists(name); {
+		case lerr != nil:
+			err = errors.Join(err, fmt.Errorf("check interface %s: %w", name, lerr))
+		case ok:
+			err = errors.Join(err, fmt.Errorf("left behind: interface %s", name))
 		}
 	}
 	if err != nil {
