@@ -183,21 +183,31 @@ func (e *Entry) Result() (res types.Result, err error) {
 	return res, nil
 }
 
-// ResultAt is [Entry.Result] converted to cniVersion. A conversion that
-// fails, or panics inside libcni's converters, gives an *[EntryError].
-func (e *Entry) ResultAt(cniVersion string) (res types.Result, err error) {
-	if res, err = e.Result(); err != nil || res == nil {
+// ResultAt is [Entry.Result] converted to cniVersion (see [Convert]).
+func (e *Entry) ResultAt(cniVersion string) (types.Result, error) {
+	res, err := e.Result()
+	if err != nil || res == nil {
 		return res, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, e.fail(corruptf("converting the result panicked: %v", r))
-		}
-	}()
-	if res, err = res.GetAsVersion(cniVersion); err != nil {
-		return nil, e.fail(fmt.Errorf("convert result to %s: %w", cniVersion, err))
+	if res, err = Convert(res, cniVersion); err != nil {
+		return nil, e.fail(err)
 	}
 	return res, nil
+}
+
+// Convert converts a result to cniVersion. A conversion that fails, or
+// panics inside libcni's converters (they have on JSON nulls inside "ips"
+// or "interfaces"), gives an error matching [ErrCorruptEntry].
+func Convert(res types.Result, cniVersion string) (out types.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, corruptf("converting the result panicked: %v", r)
+		}
+	}()
+	if out, err = res.GetAsVersion(cniVersion); err != nil {
+		return nil, fmt.Errorf("convert result to %s: %w", cniVersion, err)
+	}
+	return out, nil
 }
 
 // CheckLibcniResult reports whether libcni can use the cached result as

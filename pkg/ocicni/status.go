@@ -120,7 +120,7 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 		if p.list.CNIVersion == "" {
 			return cached, nil
 		}
-		res, err := entry.ResultAt(p.list.CNIVersion)
+		res, err := cache.Convert(cached, p.list.CNIVersion) // decoded once, above
 		if err != nil {
 			planLog(log, p, "CHECK").WithError(err).
 				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
