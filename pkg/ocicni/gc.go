@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +71,7 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 		}
 		plans = append(plans, p)
 	}
-	known := append(keys(recs.byID), keys(validIDs)...)
+	known := append(slices.Collect(maps.Keys(recs.byID)), slices.Collect(maps.Keys(validIDs))...)
 	for _, ee := range listing.Corrupt {
 		p, perr := m.planCorrupt(ee, known, validIDs, recs, set, log)
 		switch {
@@ -155,8 +156,16 @@ func validAttachments(pods []*PodNetwork, entries []*cache.Entry, recs *records,
 ) (map[string]bool, map[string][]types.GCAttachment, []error) {
 	ids := map[string]bool{}
 	valid := map[string][]types.GCAttachment{}
+	seen := map[attachmentKey]bool{}
 	add := func(network, id, ifname string) {
-		valid[network] = appendUnique(valid[network], types.GCAttachment{ContainerID: id, IfName: ifname})
+		if k := (attachmentKey{id, network, ifname}); !seen[k] {
+			seen[k] = true
+			valid[network] = append(valid[network], types.GCAttachment{ContainerID: id, IfName: ifname})
+		}
+	}
+	byID := make(map[string][]*cache.Entry, len(entries)) // one pass, not one per pod
+	for _, e := range entries {
+		byID[e.ContainerID] = append(byID[e.ContainerID], e)
 	}
 	var errs []error
 	for _, pod := range pods {
@@ -168,10 +177,8 @@ func validAttachments(pods []*PodNetwork, entries []*cache.Entry, recs *records,
 			continue
 		}
 		ids[pod.ID] = true
-		for _, e := range entries {
-			if e.ContainerID == pod.ID {
-				add(e.Network, pod.ID, e.IfName)
-			}
+		for _, e := range byID[pod.ID] {
+			add(e.Network, pod.ID, e.IfName)
 		}
 		for _, a := range recs.byID[pod.ID] {
 			add(a.Network, pod.ID, a.IfName)
@@ -230,7 +237,7 @@ func (m *Manager) planUncached(recs *records, validIDs map[string]bool, cached m
 	set *networkSet, log *logrus.Entry,
 ) []*plan {
 	var plans []*plan
-	for _, id := range sortedKeys(recs.byID) {
+	for _, id := range slices.Sorted(maps.Keys(recs.byID)) {
 		if validIDs[id] {
 			continue
 		}
@@ -255,7 +262,7 @@ func (m *Manager) planUncached(recs *records, validIDs map[string]bool, cached m
 // DELs (see [Manager.pruneOrder]). An unreadable record goes once no cache
 // entry of its container is left, readable or corrupt.
 func (m *Manager) pruneRecords(recs *records, validIDs map[string]bool, outcomes []Outcome, log *logrus.Entry) {
-	for _, id := range sortedKeys(recs.byID) {
+	for _, id := range slices.Sorted(maps.Keys(recs.byID)) {
 		if !validIDs[id] {
 			m.pruneOrder(id, recs.byID[id], nil, outcomes, log)
 		}
@@ -319,26 +326,3 @@ func (m *Manager) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, va
 
 // joinPath joins bin dirs into a CNI_PATH value.
 func joinPath(dirs []string) string { return strings.Join(dirs, string(os.PathListSeparator)) }
-
-func appendUnique(list []types.GCAttachment, a types.GCAttachment) []types.GCAttachment {
-	for _, x := range list {
-		if x == a {
-			return list
-		}
-	}
-	return append(list, a)
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := keys(m)
-	slices.Sort(out)
-	return out
-}

@@ -3,7 +3,6 @@ package ocicni_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -86,18 +85,8 @@ func TestPluginEnvRejectsCNIKeys(t *testing.T) {
 // ExampleWithPluginHook feeds plugin runs into counters, as a runtime
 // would feed a Prometheus counter vector.
 func ExampleWithPluginHook() {
-	root, err := os.MkdirTemp("", "ocicni-hook-example-")
-	if err != nil {
-		panic(err)
-	}
-	defer func() { _ = os.RemoveAll(root) }()
-	env, err := ocicnitest.NewEnvAt(root)
-	if err != nil {
-		panic(err)
-	}
-	if _, err := ocicnitest.WriteConflist(env.ConfDir, "podnet", "1.0.0", "bridge"); err != nil {
-		panic(err)
-	}
+	env, cleanup := exampleEnv() // one fake network, "podnet"
+	defer cleanup()
 	var mu sync.Mutex
 	counts := map[string]int{}
 	count := func(_ context.Context, run ocicni.PluginRun) {

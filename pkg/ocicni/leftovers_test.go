@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,14 +68,14 @@ func (l *leftovers) String() string {
 			parts = append(parts, fmt.Sprintf("%s: %s", what, strings.Join(items, ", ")))
 		}
 	}
-	for _, k := range sortedKeys(l.Reservations) {
+	for _, k := range slices.Sorted(maps.Keys(l.Reservations)) {
 		add("reservations on "+k, l.Reservations[k])
 	}
 	add("host-local state files", l.PluginState)
-	for _, k := range sortedKeys(l.BridgePorts) {
+	for _, k := range slices.Sorted(maps.Keys(l.BridgePorts)) {
 		add("veths on bridge "+k, l.BridgePorts[k])
 	}
-	for _, k := range sortedKeys(l.NetnsLinks) {
+	for _, k := range slices.Sorted(maps.Keys(l.NetnsLinks)) {
 		add("links in netns "+k, l.NetnsLinks[k])
 	}
 	add("cache entries", l.CacheEntries)
