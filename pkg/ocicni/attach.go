@@ -44,6 +44,10 @@ func (m *Manager) podLog(pod *PodNetwork) *logrus.Entry {
 	return m.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
 }
 
+// debugEnabled reports whether log writes Debug lines. Their fields are
+// built only then: logrus builds an entry's fields whatever the level.
+func debugEnabled(log *logrus.Entry) bool { return log.Logger.IsLevelEnabled(logrus.DebugLevel) }
+
 func planLog(log *logrus.Entry, p *plan, verb string) *logrus.Entry {
 	return log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": verb})
 }
@@ -121,7 +125,9 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 
 	results := make([]NetResult, 0, len(plans))
 	for i, p := range plans {
-		planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
+		if debugEnabled(log) {
+			planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
+		}
 		res, err := m.cni.AddNetworkList(ctx, p.list, p.rt)
 		if err == nil {
 			results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})

@@ -1,6 +1,7 @@
 package ocicni
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -44,15 +45,14 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, att NetAttachment, entr
 	p := &plan{NetAttachment: att, id: pod.ID, known: entry != nil}
 	plog := log.WithFields(logrus.Fields{"network": att.Name, "ifname": att.Ifname})
 	if entry != nil {
-		list, err := listFromCache(entry.Config, att.Name)
+		list, policy, err := cachedList(entry.Config, att.Name, set)
 		if err == nil {
 			if netns == "" {
 				if netns, err = storedNetNS(entry.NetNS); err != nil {
 					plog.WithError(err).Warn("Ignoring the netns path of a cache entry")
 				}
 			}
-			p.list = list
-			p.policy, _ = policyFromBytes(entry.Config) // a bad key in a cached config means the default
+			p.list, p.policy = list, policy
 			p.rt = &libcni.RuntimeConf{
 				ContainerID:    pod.ID,
 				NetNS:          netns,
@@ -85,6 +85,22 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, att NetAttachment, entr
 		}
 	}
 	return p, nil
+}
+
+// cachedList returns the config list and teardown policy stored in a
+// cache entry of network name. When the entry holds the very bytes of the
+// loaded config, as it does unless the file changed since the ADD, the
+// loaded list is used and nothing is parsed again.
+func cachedList(b []byte, name string, set *networkSet) (*libcni.NetworkConfigList, TeardownPolicy, error) {
+	if n := set.byName[name]; n != nil && bytes.Equal(n.list.Bytes, b) {
+		return n.list, n.policy, nil
+	}
+	list, err := listFromCache(b, name)
+	if err != nil {
+		return nil, "", err
+	}
+	policy, _ := policyFromBytes(b) // a bad key in a cached config means the default
+	return list, policy, nil
 }
 
 // listFromCache parses the config bytes stored in a cache entry of network

@@ -61,7 +61,9 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		if p.list == nil {
 			return nil, set.notFound(att.Name, m.opts.confDir)
 		}
-		planLog(log, p, "CHECK").Debug("Checking pod network")
+		if debugEnabled(log) {
+			planLog(log, p, "CHECK").Debug("Checking pod network")
+		}
 		res, err := m.checkOne(ctx, &pod, p, entry, log)
 		if err != nil {
 			return nil, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "CHECK", Err: err}

@@ -66,14 +66,14 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome {
 	outcomes := make([]Outcome, 0, len(plans))
 	for _, p := range plans {
-		plog := planLog(log, p, "DEL").WithField("reason", why)
+		plog := func() *logrus.Entry { return planLog(log, p, "DEL").WithField("reason", why) } // built only to log
 		o := Outcome{ContainerID: p.id, Network: p.Name, IfName: p.Ifname, Policy: p.policy}
 		if p.list == nil {
 			o.Class, o.Err = NoConfig, ErrNoConfig
 			if p.known {
 				o.Class = Orphaned // a failure: returned, not logged here
 			} else {
-				plog.Warn("No config and no cache entry for attachment; nothing to run DEL with")
+				plog().Warn("No config and no cache entry for attachment; nothing to run DEL with")
 			}
 			outcomes = append(outcomes, o)
 			continue
@@ -90,17 +90,19 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		switch o.Class {
 		case Deleted:
 			m.dropEntry(p, o.Class, plog)
-			plog.Debug("Deleted pod from CNI network")
+			if debugEnabled(log) {
+				plog().Debug("Deleted pod from CNI network")
+			}
 		case AlreadyGone:
 			m.dropEntry(p, o.Class, plog)
 			if len(p.list.Plugins) > 1 && !m.opts.delPastUnknown {
 				// libcni stops a list's DEL at the first plugin that
 				// answers code 3, so the plugins before it in the list
 				// got no DEL. The spec allows it; say so where it shows.
-				plog.WithError(err).Warn("A plugin reported the container unknown (code 3); libcni ran no DEL " +
+				plog().WithError(err).Warn("A plugin reported the container unknown (code 3); libcni ran no DEL " +
 					"for the plugins before it in the list. Counted as deleted; GC or the plugins' own GC must collect their state")
 			} else {
-				plog.WithError(err).Info("CNI plugin reports the container unknown; counted as deleted")
+				plog().WithError(err).Info("CNI plugin reports the container unknown; counted as deleted")
 			}
 		}
 		outcomes = append(outcomes, o)
@@ -138,7 +140,7 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 // or found nothing to delete, where libcni did not remove it itself. A
 // failure is only logged: the entry then stays, and the next teardown or
 // GC runs DEL for it again, which is harmless.
-func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog *logrus.Entry) {
+func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog func() *logrus.Entry) {
 	var err error
 	switch {
 	case p.entryPath != "":
@@ -147,7 +149,7 @@ func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog *logrus.Entry) {
 		err = m.cache.Remove(p.Name, p.id, p.Ifname)
 	}
 	if err != nil {
-		plog.WithError(err).Warn("Cannot remove cache entry")
+		plog().WithError(err).Warn("Cannot remove cache entry")
 	}
 }
 

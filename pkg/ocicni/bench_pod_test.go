@@ -1,0 +1,322 @@
+package ocicni
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// The pod-path benchmarks run the manager and raw libcni on the same
+// configs, with the same plugins, in the same run, and report ratios
+// (manager/libcni) next to absolute times. Pairs alternate which side runs
+// first, so that neither always gets the warmer caches. BENCHMARKS.md
+// holds the figures.
+
+// rawCycle is what a runtime using libcni directly does for one pod:
+// ADD every network in order, then DEL them in reverse order.
+type rawCycle struct {
+	cni   *libcni.CNIConfig
+	lists []*libcni.NetworkConfigList
+}
+
+func (r *rawCycle) rts(id, nsPath string) []*libcni.RuntimeConf {
+	rts := make([]*libcni.RuntimeConf, len(r.lists))
+	for i := range rts {
+		rts[i] = &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: fmt.Sprintf("eth%d", i)}
+	}
+	return rts
+}
+
+func (r *rawCycle) setUp(ctx context.Context, rts []*libcni.RuntimeConf) error {
+	for i, l := range r.lists {
+		if _, err := r.cni.AddNetworkList(ctx, l, rts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *rawCycle) tearDown(ctx context.Context, rts []*libcni.RuntimeConf) error {
+	for i := len(r.lists) - 1; i >= 0; i-- {
+		if err := r.cni.DelNetworkList(ctx, r.lists[i], rts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podEnv is benchEnv with n bridge networks and the pod that names them.
+type podEnv struct {
+	*benchEnv
+	raw  *rawCycle
+	atts []NetAttachment
+}
+
+func newPodEnv(b *testing.B, networks int) *podEnv {
+	b.Helper()
+	e := &podEnv{benchEnv: newBenchEnv(b, networks), raw: &rawCycle{}}
+	e.raw.cni = e.benchEnv.raw
+	for i := range networks {
+		name := fmt.Sprintf("bench%d", i)
+		data, err := os.ReadFile(filepath.Join(e.confDir, fmt.Sprintf("%02d.conflist", i)))
+		require.NoError(b, err)
+		l, err := libcni.NetworkConfFromBytes(data)
+		require.NoError(b, err)
+		e.raw.lists = append(e.raw.lists, l)
+		e.atts = append(e.atts, NetAttachment{Name: name, Ifname: fmt.Sprintf("eth%d", i)})
+	}
+	return e
+}
+
+// pod returns the manager's request for pod id: the default network with
+// one network (as CRI-O asks for most pods), the named ones otherwise.
+func (e *podEnv) pod(id, nsPath string) PodNetwork {
+	pod := PodNetwork{ID: id, NetNS: nsPath, Name: id, Namespace: "bench"}
+	if len(e.atts) > 1 {
+		pod.Networks = e.atts
+	}
+	return pod
+}
+
+// pairTimes are one pod's setup and teardown through each side.
+type pairTimes struct{ rawUp, rawDown, mgrUp, mgrDown time.Duration }
+
+func (e *podEnv) pair(b *testing.B, ctx context.Context, i int) pairTimes {
+	b.Helper()
+	nsPath, err := netns.New()
+	require.NoError(b, err)
+	defer func() { require.NoError(b, netns.Remove(nsPath)) }()
+	var t pairTimes
+	runRaw := func() {
+		rts := e.raw.rts(fmt.Sprintf("raw%d", i), nsPath)
+		start := time.Now()
+		require.NoError(b, e.raw.setUp(ctx, rts))
+		t.rawUp = time.Since(start)
+		start = time.Now()
+		require.NoError(b, e.raw.tearDown(ctx, rts))
+		t.rawDown = time.Since(start)
+	}
+	runMgr := func() {
+		pod := e.pod(fmt.Sprintf("mgr%d", i), nsPath)
+		start := time.Now()
+		_, err := e.m.SetUpPodWithContext(ctx, pod)
+		require.NoError(b, err)
+		t.mgrUp = time.Since(start)
+		start = time.Now()
+		require.NoError(b, e.m.TearDownPodWithContext(ctx, pod))
+		t.mgrDown = time.Since(start)
+	}
+	if i%2 == 0 {
+		runRaw()
+		runMgr()
+	} else {
+		runMgr()
+		runRaw()
+	}
+	return t
+}
+
+// BenchmarkPodVsLibcni times each pod's setup and teardown through the
+// manager and through raw libcni, paired, with 1 and 3 bridge networks. It
+// reports the median of the per-pod ratios of the whole cycle (and of
+// setup and teardown alone), and the ratio of the two sides' 95th
+// percentiles.
+func BenchmarkPodVsLibcni(b *testing.B) {
+	for _, networks := range []int{1, 3} {
+		b.Run(fmt.Sprintf("networks=%d", networks), func(b *testing.B) {
+			e := newPodEnv(b, networks)
+			ctx := context.Background()
+			var raw, mgr, cycle, up, down []float64
+			for i := 0; b.Loop(); i++ {
+				t := e.pair(b, ctx, i)
+				r, m := t.rawUp+t.rawDown, t.mgrUp+t.mgrDown
+				raw, mgr = append(raw, ms(r)), append(mgr, ms(m))
+				cycle = append(cycle, float64(m)/float64(r))
+				up = append(up, float64(t.mgrUp)/float64(t.rawUp))
+				down = append(down, float64(t.mgrDown)/float64(t.rawDown))
+			}
+			b.ReportMetric(quantile(cycle, 0.5), "median-ratio")
+			b.ReportMetric(quantile(mgr, 0.95)/quantile(raw, 0.95), "p95-ratio")
+			b.ReportMetric(quantile(up, 0.5), "setup-ratio")
+			b.ReportMetric(quantile(down, 0.5), "teardown-ratio")
+			b.ReportMetric(quantile(raw, 0.5), "libcni-ms")
+			b.ReportMetric(quantile(mgr, 0.5), "ocicni-ms")
+			b.ReportMetric(quantile(raw, 0.95), "libcni-p95-ms")
+			b.ReportMetric(quantile(mgr, 0.95), "ocicni-p95-ms")
+		})
+	}
+}
+
+// BenchmarkThroughput runs pod setup+teardown from 1, 2 and 8 workers, as
+// a runtime does under load, through raw libcni and through the manager on
+// the same config. Every iteration runs one round of each side, in
+// alternating order, of podsPerWorker pods per worker; it reports pods per
+// second of each side over all rounds, and their ratio (manager/libcni,
+// higher is better).
+func BenchmarkThroughput(b *testing.B) {
+	const podsPerWorker = 3
+	for _, workers := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			e := newPodEnv(b, 1)
+			ctx := context.Background()
+			nss := make([]string, workers)
+			for w := range nss {
+				p, err := netns.New()
+				require.NoError(b, err)
+				nss[w] = p
+				b.Cleanup(func() { _ = netns.Remove(p) })
+			}
+			round := func(pod func(w, i int) error) time.Duration {
+				start := time.Now()
+				var wg sync.WaitGroup
+				errs := make(chan error, workers)
+				for w := range workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range podsPerWorker {
+							if err := pod(w, i); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
+			rawPod := func(r int) func(w, i int) error {
+				return func(w, i int) error {
+					rts := e.raw.rts(fmt.Sprintf("raw%d-%d-%d", r, w, i), nss[w])
+					if err := e.raw.setUp(ctx, rts); err != nil {
+						return err
+					}
+					return e.raw.tearDown(ctx, rts)
+				}
+			}
+			mgrPod := func(r int) func(w, i int) error {
+				return func(w, i int) error {
+					pod := e.pod(fmt.Sprintf("mgr%d-%d-%d", r, w, i), nss[w])
+					if _, err := e.m.SetUpPodWithContext(ctx, pod); err != nil {
+						return err
+					}
+					return e.m.TearDownPodWithContext(ctx, pod)
+				}
+			}
+			var rawTotal, mgrTotal time.Duration
+			rounds := 0
+			for ; b.Loop(); rounds++ {
+				if rounds%2 == 0 {
+					rawTotal += round(rawPod(rounds))
+					mgrTotal += round(mgrPod(rounds))
+				} else {
+					mgrTotal += round(mgrPod(rounds))
+					rawTotal += round(rawPod(rounds))
+				}
+			}
+			pods := float64(rounds * workers * podsPerWorker)
+			b.ReportMetric(pods/rawTotal.Seconds(), "libcni-pods/s")
+			b.ReportMetric(pods/mgrTotal.Seconds(), "ocicni-pods/s")
+			b.ReportMetric(float64(rawTotal)/float64(mgrTotal), "throughput-ratio")
+		})
+	}
+}
+
+// BenchmarkTeardownFailingMiddle tears down pods on three networks, the
+// middle one a recorder plugin, and compares a teardown whose middle DEL
+// fails (code 11) with a clean one of the same networks, paired. Both run
+// the same plugins; the difference is the manager's failure handling (the
+// error, its log line, the order record kept for the failed attachment).
+func BenchmarkTeardownFailingMiddle(b *testing.B) {
+	testenv.RequireRoot(b)
+	dir := b.TempDir()
+	confDir := filepath.Join(dir, "net.d")
+	require.NoError(b, os.MkdirAll(confDir, 0o755))
+	failFlag := filepath.Join(dir, "fail-del")
+	for i, name := range []string{"first", "", "last"} {
+		if name == "" {
+			testenv.WriteFile(b, confDir, "01.conflist", testenv.Conflist("middle", "1.0.0",
+				testenv.RecorderConf("middle", "1.0.0", "", map[string]any{
+					"del": map[string]any{"errorCode": 11, "errorMsg": "injected", "onlyIfExists": failFlag},
+				})))
+			continue
+		}
+		testenv.WriteFile(b, confDir, fmt.Sprintf("%02d.conflist", i),
+			testenv.BridgeConflist(name, "1.0.0", testenv.Alloc(b), filepath.Join(dir, "ipam")))
+	}
+	m := newQuietManager(b, confDir, filepath.Join(dir, "cache"))
+	ctx := context.Background()
+	atts := []NetAttachment{{Name: "first", Ifname: "eth0"}, {Name: "middle", Ifname: "eth1"}, {Name: "last", Ifname: "eth2"}}
+	var clean, failing, ratios []float64
+	for i := 0; b.Loop(); i++ {
+		nsPath, err := netns.New()
+		require.NoError(b, err)
+		ok := PodNetwork{ID: fmt.Sprintf("clean%d", i), NetNS: nsPath, Name: "clean", Namespace: "bench", Networks: atts}
+		bad := PodNetwork{ID: fmt.Sprintf("fail%d", i), NetNS: nsPath, Name: "fail", Namespace: "bench", Networks: atts}
+		_, err = m.SetUpPodWithContext(ctx, ok)
+		require.NoError(b, err)
+		// The second pod's interfaces go in a second netns: same names.
+		nsBad, err := netns.New()
+		require.NoError(b, err)
+		bad.NetNS = nsBad
+		_, err = m.SetUpPodWithContext(ctx, bad)
+		require.NoError(b, err)
+
+		var tc, tf time.Duration
+		runClean := func() {
+			start := time.Now()
+			require.NoError(b, m.TearDownPodWithContext(ctx, ok))
+			tc = time.Since(start)
+		}
+		runFailing := func() {
+			require.NoError(b, os.WriteFile(failFlag, nil, 0o600))
+			start := time.Now()
+			err := m.TearDownPodWithContext(ctx, bad)
+			tf = time.Since(start)
+			require.ErrorContains(b, err, "injected")
+			require.NoError(b, os.Remove(failFlag))
+		}
+		if i%2 == 0 {
+			runClean()
+			runFailing()
+		} else {
+			runFailing()
+			runClean()
+		}
+		require.NoError(b, m.TearDownPodWithContext(ctx, bad), "the retry cleans up")
+		require.NoError(b, netns.Remove(nsPath))
+		require.NoError(b, netns.Remove(nsBad))
+		clean, failing = append(clean, ms(tc)), append(failing, ms(tf))
+		ratios = append(ratios, float64(tf)/float64(tc))
+	}
+	b.ReportMetric(quantile(ratios, 0.5), "median-ratio")
+	b.ReportMetric(quantile(clean, 0.5), "clean-ms")
+	b.ReportMetric(quantile(failing, 0.5), "failing-ms")
+}
+
+// quantile returns the q-quantile of xs (nearest rank), sorting a copy.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,69 @@
+package ocicni
+
+import (
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCachedList checks that teardown reuses the loaded list only when
+// the cache entry holds its very bytes, and otherwise runs DEL with the
+// config the ADD ran with, policy included.
+func TestCachedList(t *testing.T) {
+	t.Parallel()
+	loadedBytes := []byte(`{"cniVersion":"1.0.0","name":"net","ocicni.teardownPolicy":"tolerant","plugins":[{"type":"bridge"}]}`)
+	loaded, err := libcni.NetworkConfFromBytes(loadedBytes)
+	require.NoError(t, err)
+	set := &networkSet{byName: map[string]*network{"net": {name: "net", list: loaded, policy: Tolerant}}}
+
+	tests := []struct {
+		name       string
+		cached     string
+		network    string
+		wantLoaded bool
+		wantTypes  []string
+		wantPolicy TeardownPolicy
+		wantErr    bool
+	}{
+		{name: "same bytes reuse the loaded list", cached: string(loadedBytes), network: "net", wantLoaded: true, wantTypes: []string{"bridge"}, wantPolicy: Tolerant},
+		{
+			name:      "file changed since ADD: the cached config runs",
+			cached:    `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap"}]}`,
+			network:   "net",
+			wantTypes: []string{"bridge", "portmap"},
+		},
+		{
+			name:       "network no longer loaded",
+			cached:     `{"cniVersion":"1.0.0","name":"gone","ocicni.teardownPolicy":"strict","plugins":[{"type":"ptp"}]}`,
+			network:    "gone",
+			wantTypes:  []string{"ptp"},
+			wantPolicy: Strict,
+		},
+		{name: "cached config names another network", cached: string(loadedBytes), network: "other", wantErr: true},
+		{name: "plugin type that leaves the bin dir", cached: `{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"../bridge"}]}`, network: "x", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			list, policy, err := cachedList([]byte(tt.cached), tt.network, set)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			if tt.wantLoaded {
+				assert.Same(t, loaded, list)
+			} else {
+				assert.NotSame(t, loaded, list)
+			}
+			var types []string
+			for _, p := range list.Plugins {
+				types = append(types, p.Network.Type)
+			}
+			assert.Equal(t, tt.wantTypes, types)
+			assert.Equal(t, tt.wantPolicy, policy)
+		})
+	}
+}
