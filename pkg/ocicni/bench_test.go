@@ -93,32 +93,6 @@ func BenchmarkSetUpTearDownVsLibcni(b *testing.B) {
 	b.ReportMetric(float64(mgrTotal.Microseconds())/float64(len(ratios))/1000, "ocicni-ms/pod")
 }
 
-// BenchmarkReloadNewFileAmong30 measures how long a new file takes to
-// become usable through the watcher, with 30 valid configs in the dir.
-func BenchmarkReloadNewFileAmong30(b *testing.B) {
-	testenv.RequireRoot(b)
-	dir := b.TempDir()
-	n := testenv.Alloc(b)
-	for i := range 30 {
-		testenv.WriteFile(b, dir, fmt.Sprintf("%02d.conflist", i),
-			testenv.BridgeConflist(fmt.Sprintf("net%02d", i), "1.0.0", n, filepath.Join(dir, "ipam"), `{"type":"tuning"}`, `{"type":"portmap","capabilities":{"portMappings":true}}`))
-	}
-	logger := logrus.New()
-	logger.SetLevel(logrus.WarnLevel)
-	m, err := New(WithConfDir(dir), WithBinDirs(pluginDir), WithCacheDir(b.TempDir()),
-		WithLogger(logrus.NewEntry(logger)), WithReloadDebounce(10*time.Millisecond))
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = m.Shutdown() })
-	require.Len(b, m.Networks(), 30)
-	for i := 0; b.Loop(); i++ {
-		name := fmt.Sprintf("new%d", i)
-		testenv.WriteFile(b, dir, "zz-"+name+".conflist", testenv.BridgeConflist(name, "1.0.0", n, filepath.Join(dir, "ipam")))
-		for m.snapshot().byName[name] == nil {
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
-
 // BenchmarkThroughput8Workers runs pod setup+teardown from 8 workers, as a
 // runtime does under load, through raw libcni and through the manager on
 // the same config, and reports pods per second for each.
