@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
@@ -42,32 +41,6 @@ func newBenchEnv(b *testing.B, networks int) *benchEnv {
 	e.m = newQuietManager(b, e.confDir, e.cacheDir)
 	e.raw = libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, filepath.Join(dir, "rawcache"), nil)
 	return e
-}
-
-// BenchmarkReloadNewFileAmong30 measures how long a new file takes to
-// become usable through the watcher, with 30 valid configs in the dir.
-func BenchmarkReloadNewFileAmong30(b *testing.B) {
-	testenv.RequireRoot(b)
-	dir := b.TempDir()
-	n := testenv.Alloc(b)
-	for i := range 30 {
-		testenv.WriteFile(b, dir, fmt.Sprintf("%02d.conflist", i),
-			testenv.BridgeConflist(fmt.Sprintf("net%02d", i), "1.0.0", n, filepath.Join(dir, "ipam"), `{"type":"tuning"}`, `{"type":"portmap","capabilities":{"portMappings":true}}`))
-	}
-	logger := logrus.New()
-	logger.SetLevel(logrus.WarnLevel)
-	m, err := New(WithConfDir(dir), WithBinDirs(pluginDir), WithCacheDir(b.TempDir()),
-		WithLogger(logrus.NewEntry(logger)), WithReloadDebounce(10*time.Millisecond))
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = m.Shutdown() })
-	require.Len(b, m.Networks(), 30)
-	for i := 0; b.Loop(); i++ {
-		name := fmt.Sprintf("new%d", i)
-		testenv.WriteFile(b, dir, "zz-"+name+".conflist", testenv.BridgeConflist(name, "1.0.0", n, filepath.Join(dir, "ipam")))
-		for m.snapshot().byName[name] == nil {
-			time.Sleep(time.Millisecond)
-		}
-	}
 }
 
 // newQuietManager returns a manager without a watcher that logs only

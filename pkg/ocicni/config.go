@@ -31,6 +31,10 @@ type networkSet struct {
 	byName      map[string]*network
 	defaultName string
 	skipped     []*ConfigError // files that were not loaded, in file order
+	// unconfirmed holds the skips of files that a provisional load could
+	// not read or parse, and that the set before it had not warned about:
+	// they are logged at Debug only, until a later load confirms them.
+	unconfirmed map[*ConfigError]bool
 }
 
 // names returns the loaded networks' names, sorted.
@@ -152,15 +156,17 @@ func (l *loader) release() { <-l.lock }
 // scan is one read of the conf dir: the files in name order, and the
 // plugin binaries their lists use, by type.
 type scan struct {
-	gen   uint64
-	files []scannedFile
-	bins  map[string]*binary
+	gen         uint64
+	provisional bool
+	files       []scannedFile
+	bins        map[string]*binary
 }
 
 type scannedFile struct {
-	path  string
-	list  *libcni.NetworkConfigList // the list to validate; nil when none
-	skips []*ConfigError
+	path    string
+	list    *libcni.NetworkConfigList // the list to validate; nil when none
+	skips   []*ConfigError
+	readErr *ConfigError // why the file could not be read or parsed; nil when it was
 }
 
 // binary is where a plugin type was found, and its VERSION call.
@@ -174,11 +180,17 @@ type binary struct {
 // Invalid files are skipped and recorded; an error is returned only if
 // the dir is unreadable or ctx ends first. ctx bounds the waits only:
 // VERSION calls run under the manager's context.
-func (l *loader) load(ctx context.Context) error {
+//
+// A provisional load is the watcher's first reload of a burst of events,
+// which may read a file that its writer has created but not yet written.
+// The new skips of files that it cannot read or parse stay unconfirmed
+// (see networkSet.unconfirmed); the watcher's next reload confirms them.
+func (l *loader) load(ctx context.Context, provisional bool) error {
 	s, err := l.scan(ctx)
 	if err != nil {
 		return err
 	}
+	s.provisional = provisional
 	waitFor := make([]*versionEntry, 0, len(s.bins))
 	for _, b := range s.bins {
 		if b.version != nil {
@@ -231,6 +243,7 @@ func (l *loader) scan(ctx context.Context) (*scan, error) {
 			}
 			f.skips = append(f.skips, pf.err)
 			f.list = pf.lastGood
+			f.readErr = pf.err
 		}
 		s.files = append(s.files, f)
 		if f.list == nil {
@@ -288,6 +301,12 @@ func (l *loader) assemble(s *scan) *networkSet {
 	var firstValid string
 	for _, f := range s.files {
 		set.skipped = append(set.skipped, f.skips...)
+		if s.provisional && f.readErr != nil && !l.last.warned(f.readErr) {
+			if set.unconfirmed == nil {
+				set.unconfirmed = make(map[*ConfigError]bool)
+			}
+			set.unconfirmed[f.readErr] = true
+		}
 		list := f.list
 		if list == nil {
 			continue

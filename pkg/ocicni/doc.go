@@ -13,13 +13,21 @@
 // name order; a ".conf" or ".json" file becomes a single-plugin list) and,
 // unless [WithoutWatcher] is given, watches it and the bin dirs with
 // fsnotify. Created, written, renamed-in and removed files take effect
-// without a restart; a burst of events becomes one reload; a conf dir that
-// does not exist yet, or is deleted and recreated, is picked up when it
-// appears. A file that cannot be used (bad JSON, no name, no plugins, a
-// version its plugins do not support, a plugin binary missing from every
-// bin dir) is skipped and logged, and [Manager.Skipped] says why; a request
-// for its network fails with a [NetworkNotFoundError] that carries the
-// reason. When two files declare one network, the first in name order wins.
+// without a restart. The first event of a burst is reloaded at once, so a
+// new file is usable within milliseconds, and the events that follow
+// within the debounce window ([WithReloadDebounce], 100ms by default) are
+// gathered into one more reload at its end: a burst of writes costs two
+// reloads. A file staged in the conf dir under a name that is not read
+// (such as 10-a.conflist.tmp) counts only when it is renamed into place. A
+// conf dir that does not exist yet, or is deleted and recreated, is picked
+// up when it appears. A file that cannot be used (bad JSON, no name, no
+// plugins, a version its plugins do not support, a plugin binary missing
+// from every bin dir) is skipped and logged, and [Manager.Skipped] says
+// why; a request for its network fails with a [NetworkNotFoundError] that
+// carries the reason. A file that the first reload of a burst cannot read
+// or parse may be half-written: it is logged at Debug, and at Warn only if
+// the reload at the end of the burst still cannot use it. When two files
+// declare one network, the first in name order wins.
 //
 // A ".conflist" network that does not set loadOnlyInlinedPlugins also runs
 // the ".conf" plugin configs of its sub-folder <confdir>/<network name>/,

@@ -81,7 +81,7 @@ func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
 
 	for range 2 {
 		done := make(chan error, 1)
-		go func() { done <- l.load(context.Background()) }()
+		go func() { done <- l.load(context.Background(), false) }()
 		select {
 		case err := <-done:
 			if err != nil {

@@ -3,7 +3,6 @@ package ocicni
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -43,6 +42,7 @@ type Manager struct {
 
 	ctx       context.Context // cancelled by Shutdown; owns the watcher
 	cancel    context.CancelFunc
+	watcher   *watcher       // nil without one; only its stats are read outside its goroutine
 	wg        sync.WaitGroup // the watcher
 	reloading *inflight      // reloads run by runReloads
 	rollbacks *inflight      // background rollbacks (see SetupError)
@@ -90,22 +90,21 @@ func New(opts ...Option) (*Manager, error) {
 
 	// Watches go in before the first load, so that a file written between
 	// the two is not missed.
-	var w *watcher
 	if o.watch {
-		var err error
-		reload := func(ctx context.Context) { m.reload(ctx) }
-		if w, err = newWatcher(o.confDir, o.binDirs, o.debounce, reload, m.log); err != nil {
+		w, err := newWatcher(o.confDir, o.binDirs, o.debounce, m.watchReload, m.log)
+		if err != nil {
 			m.cancel()
 			versions.close()
 			return nil, err
 		}
+		m.watcher = w
 	}
 	m.reload(m.ctx)
-	if w != nil {
+	if m.watcher != nil {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			w.run(m.ctx)
+			m.watcher.run(m.ctx)
 		}()
 	}
 	return m, nil
@@ -115,7 +114,19 @@ func New(opts ...Option) (*Manager, error) {
 // current set. ctx bounds the wait for the loader's lock and for VERSION
 // answers. On an unreadable conf dir the previous set stays.
 func (m *Manager) reload(ctx context.Context) *networkSet {
-	if err := m.loader.load(ctx); err != nil {
+	return m.reloadWith(ctx, false)
+}
+
+// watchReload is the watcher's reload. A leading-edge reload is
+// provisional (see [loader.load]); it reports whether the current set
+// holds skips that no reload has confirmed yet, so that the watcher runs
+// one that does.
+func (m *Manager) watchReload(ctx context.Context, leading bool) (unconfirmed bool) {
+	return len(m.reloadWith(ctx, leading).unconfirmed) > 0
+}
+
+func (m *Manager) reloadWith(ctx context.Context, provisional bool) *networkSet {
+	if err := m.loader.load(ctx, provisional); err != nil {
 		if ctx.Err() == nil {
 			m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
 		} else {
@@ -150,32 +161,7 @@ func (m *Manager) logChanges(old, set *networkSet) {
 	if old.defaultName != set.defaultName {
 		m.log.WithField("network", set.defaultName).Info("Default CNI network changed")
 	}
-	for _, sk := range set.skipped {
-		if !containsSkip(old.skipped, sk) {
-			m.log.WithFields(logrus.Fields{"file": sk.File, "network": sk.Network}).
-				WithError(sk.Err).Warn("Skipping CNI config file")
-		}
-	}
-}
-
-// containsSkip reports whether list already skipped e's file for the same
-// kind of reason, so that a reload does not log the same skip again.
-func containsSkip(list []*ConfigError, e *ConfigError) bool {
-	for _, s := range list {
-		if s.File == e.File && s.Network == e.Network && errors.Is(skipKind(s), skipKind(e)) {
-			return true
-		}
-	}
-	return false
-}
-
-func skipKind(e *ConfigError) error {
-	for _, kind := range []error{ErrInvalidConfig, ErrPluginNotFound, ErrUnsupportedVersion, ErrVersionFailed, ErrVersionPending} {
-		if errors.Is(e, kind) {
-			return kind
-		}
-	}
-	return nil
+	m.logSkips(old, set)
 }
 
 // snapshot returns the current network set.

@@ -121,7 +121,7 @@ func TestLoaderLockWaitRespectsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var err error
-	within(t, loadBound, "load", func() { err = m.loader.load(ctx) })
+	within(t, loadBound, "load", func() { err = m.loader.load(ctx, false) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, []string{"a"}, m.Networks())
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -28,34 +30,57 @@ const (
 // (or nearest existing ancestor), so that a dir created late, or deleted
 // and recreated, is picked up. Every sub-folder of the conf dir is watched
 // too: a network's plugin sub-folder <confdir>/<name>/ adds plugins to it.
+//
+// The first event of a burst reloads at once, and the events that follow
+// within the debounce window are gathered into one trailing reload (see
+// [debouncer]). The leading reload is provisional: it logs a new file that
+// it cannot read or parse at Debug only, since the file may be
+// half-written, and makes a trailing reload due, which logs the file at
+// Warn if it is still unusable.
 type watcher struct {
-	confDir  string
-	targets  []string      // the conf dir and the bin dirs
-	debounce time.Duration // how long a burst of events is gathered
-	reload   func(context.Context)
-	log      *logrus.Entry
-	fsw      *fsnotify.Watcher
+	confDir string
+	targets []string // the conf dir and the bin dirs
+	// reload runs one reload, provisional when leading, and reports
+	// whether the current set holds unconfirmed skips.
+	reload func(ctx context.Context, leading bool) (unconfirmed bool)
+	log    *logrus.Entry
+	fsw    *fsnotify.Watcher
 
-	first time.Time   // start of the pending burst; zero when none
-	timer *time.Timer // fires the reload of the pending burst
+	// Owned by the goroutine that runs [watcher.run].
+	deb     debouncer
+	timer   *time.Timer     // fires the trailing reload
+	subDirs map[string]bool // the conf dir's sub-folders at the last sync
+
+	stats watchStats
 }
 
-// newWatcher watches confDir and binDirs, and calls reload after each
-// burst of changes. Its owner runs [watcher.run] and cancels its context.
-func newWatcher(confDir string, binDirs []string, debounce time.Duration, reload func(context.Context),
-	log *logrus.Entry,
+// watchStats is what the watcher has done, for tests and benchmarks. The
+// watcher goroutine writes it; any goroutine may read it.
+type watchStats struct {
+	leading  atomic.Int64 // reloads run at the first event of a burst
+	trailing atomic.Int64 // reloads run at the end of a burst
+	// readyAt is the time (Unix nanoseconds) from which an event reloads
+	// at once; math.MaxInt64 while a reload runs or is due. It is stored
+	// after the counters.
+	readyAt atomic.Int64
+}
+
+// newWatcher watches confDir and binDirs, and calls reload for each burst
+// of changes. Its owner runs [watcher.run] and cancels its context.
+func newWatcher(confDir string, binDirs []string, debounce time.Duration,
+	reload func(ctx context.Context, leading bool) bool, log *logrus.Entry,
 ) (*watcher, error) {
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: creating fsnotify watcher: %w", err)
 	}
 	w := &watcher{
-		confDir:  confDir,
-		targets:  append([]string{confDir}, binDirs...),
-		debounce: debounce,
-		reload:   reload,
-		log:      log.WithField("component", "watcher"),
-		fsw:      fsw,
+		confDir: confDir,
+		targets: append([]string{confDir}, binDirs...),
+		deb:     debouncer{window: debounce, maxDelay: maxReloadDelay},
+		reload:  reload,
+		log:     log.WithField("component", "watcher"),
+		fsw:     fsw,
 	}
 	w.sync()
 	return w, nil
@@ -73,10 +98,13 @@ func (w *watcher) sync() bool {
 			want[a] = true
 		}
 	}
+	w.subDirs = map[string]bool{}
 	if des, err := os.ReadDir(w.confDir); err == nil {
 		for _, de := range des {
 			if de.IsDir() {
-				want[filepath.Join(w.confDir, de.Name())] = true
+				sub := filepath.Join(w.confDir, de.Name())
+				want[sub] = true
+				w.subDirs[sub] = true
 			}
 		}
 	}
@@ -106,15 +134,24 @@ func (w *watcher) sync() bool {
 }
 
 // relevant reports whether an event concerns a target dir or its content,
-// or the content of a plugin sub-folder of the conf dir.
-func (w *watcher) relevant(name string) bool {
-	if filepath.Dir(filepath.Dir(name)) == w.confDir {
-		return true
-	}
+// or the content of a plugin sub-folder of the conf dir. In the conf dir,
+// only config files and sub-folders are read: a file staged under another
+// name (such as 10-a.conflist.tmp) before it is renamed into place is no
+// change, so that the rename, not the staging, opens the burst.
+func (w *watcher) relevant(ev fsnotify.Event) bool {
+	name, dir := ev.Name, filepath.Dir(ev.Name)
 	for _, t := range w.targets {
-		if name == t || filepath.Dir(name) == t || strings.HasPrefix(t, name+string(filepath.Separator)) {
-			return true
+		if name == t || strings.HasPrefix(t, name+string(filepath.Separator)) {
+			return true // a target dir or one of its ancestors
 		}
+	}
+	switch {
+	case slices.Contains(w.targets[1:], dir):
+		return true // in a bin dir
+	case dir == w.confDir:
+		return slices.Contains(confExtensions, filepath.Ext(name)) || w.subDirs[name] || isDir(name)
+	case filepath.Dir(dir) == w.confDir:
+		return filepath.Ext(name) == ".conf" // in a plugin sub-folder
 	}
 	return false
 }
@@ -129,6 +166,7 @@ func (w *watcher) run(ctx context.Context) {
 	if !w.timer.Stop() {
 		<-w.timer.C
 	}
+	w.updateReady()
 	for {
 		select {
 		case <-ctx.Done():
@@ -137,59 +175,92 @@ func (w *watcher) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			w.event(ev)
+			if w.event(ev) {
+				w.changed(ctx)
+			}
 		case err, ok := <-w.fsw.Errors:
 			if !ok {
 				return
 			}
 			w.failed(err)
+			w.changed(ctx)
 		case <-w.timer.C:
-			w.first = time.Time{}
+			w.deb.fire()
 			w.sync()
-			w.reload(ctx)
+			w.reloadNow(ctx, false)
 		case <-resync.C:
 			if w.sync() {
-				w.schedule()
+				w.changed(ctx)
 			}
 		}
 	}
 }
 
-// event schedules a reload for a relevant event, and re-syncs the watches
+// event reports whether an event is relevant, and re-syncs the watches
 // when a dir may have come or gone.
-func (w *watcher) event(ev fsnotify.Event) {
-	if !w.relevant(ev.Name) {
-		return
+func (w *watcher) event(ev fsnotify.Event) bool {
+	if !w.relevant(ev) {
+		return false
 	}
 	w.log.WithField("event", ev.String()).Debug("CNI directory event")
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Create) {
 		w.sync() // a target dir may have gone or come
 	}
-	w.schedule()
+	return true
 }
 
-// failed handles an overflow or a lost watch: re-check, reload everything.
+// failed handles an overflow or a lost watch: re-check, then reload.
 func (w *watcher) failed(err error) {
 	w.log.WithError(err).Error("CNI directory watch error; re-syncing")
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
 		w.log.Warn("Event queue overflowed")
 	}
 	w.sync()
-	w.schedule()
 }
 
-// schedule (re)arms the reload timer: debounce after the latest event, but
-// no later than maxReloadDelay after the first event of the burst.
-func (w *watcher) schedule() {
-	now := time.Now()
-	if w.first.IsZero() {
-		w.first = now
-	}
-	delay := w.debounce
-	if rest := maxReloadDelay - now.Sub(w.first); rest < delay {
-		delay = max(rest, 0)
+// changed reloads at once when a change opens a burst, and otherwise
+// (re)arms the trailing reload.
+func (w *watcher) changed(ctx context.Context) {
+	leading, delay := w.deb.event(time.Now())
+	if leading {
+		w.reloadNow(ctx, true)
+		return
 	}
 	w.timer.Reset(delay)
+	w.updateReady()
+}
+
+// reloadNow runs a reload. When a leading reload leaves skips
+// unconfirmed, a trailing reload is made due to confirm them. A trailing
+// reload that leaves some (because it failed, say on a conf dir that is
+// gone) makes none: the next event will.
+func (w *watcher) reloadNow(ctx context.Context, leading bool) {
+	w.stats.readyAt.Store(math.MaxInt64) // not idle while it runs
+	unconfirmed := w.reload(ctx, leading)
+	now := time.Now()
+	w.deb.reloaded(now)
+	if leading {
+		w.stats.leading.Add(1)
+	} else {
+		w.stats.trailing.Add(1)
+	}
+	if leading && unconfirmed {
+		w.timer.Reset(w.deb.trail(now))
+	}
+	w.updateReady()
+}
+
+// updateReady updates stats.readyAt from the debouncer.
+func (w *watcher) updateReady() {
+	at, ok := w.deb.readyAt()
+	switch {
+	case !ok:
+		w.stats.readyAt.Store(math.MaxInt64)
+	case at.IsZero():
+		w.stats.readyAt.Store(0)
+	default:
+		w.stats.readyAt.Store(at.UnixNano())
+	}
 }
 
 func isDir(p string) bool {

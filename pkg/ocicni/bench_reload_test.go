@@ -1,0 +1,203 @@
+package ocicni
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// reloadBenchPool is how many watching managers a visibility benchmark
+// takes turns with. An event reloads at once only a debounce window (100ms
+// by default) after the last reload, so one manager would spend most of
+// the run waiting between iterations; with turns, a manager is quiet
+// again by the time it is used.
+const reloadBenchPool = 32
+
+// benchVisibleTimeout bounds each wait for a reload in the benchmarks.
+const benchVisibleTimeout = 10 * time.Second
+
+// reloadBenchManager is a watching manager with the default debounce, on a
+// conf dir of its own.
+type reloadBenchManager struct {
+	dir string
+	m   *Manager
+}
+
+// newReloadBenchManagers starts pool managers, each on a conf dir that
+// holds files bridge configs written an hour ago (so that they are cached,
+// as on a node whose configs have been in place for a while) and, named to
+// sort first, the config that each iteration replaces.
+func newReloadBenchManagers(b *testing.B, pool, files int) []reloadBenchManager {
+	b.Helper()
+	testenv.RequireRoot(b)
+	n := testenv.Alloc(b) // configs only: no ADD runs, so one network serves all
+	logger := logrus.New()
+	logger.SetLevel(logrus.WarnLevel)
+	old := time.Now().Add(-time.Hour)
+	ms := make([]reloadBenchManager, pool)
+	for i := range ms {
+		dir := b.TempDir()
+		ipam := filepath.Join(dir, "ipam")
+		for f := range files {
+			p := testenv.WriteFile(b, dir, fmt.Sprintf("%02d-net.conflist", 10+f),
+				testenv.BridgeConflist(fmt.Sprintf("net%02d", f), "1.0.0", n, ipam))
+			require.NoError(b, os.Chtimes(p, old, old))
+		}
+		p := testenv.WriteFile(b, dir, "00-new.conflist", testenv.BridgeConflist("initial", "1.0.0", n, ipam))
+		require.NoError(b, os.Chtimes(p, old, old))
+		m, err := New(WithConfDir(dir), WithBinDirs(pluginDir), WithCacheDir(b.TempDir()),
+			WithLogger(logrus.NewEntry(logger)))
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = m.Shutdown() })
+		require.Equal(b, "initial", m.GetDefaultNetworkName())
+		require.Len(b, m.Networks(), files+1)
+		ms[i] = reloadBenchManager{dir: dir, m: m}
+	}
+	return ms
+}
+
+// waitIdle waits until m's watcher has no trailing reload due and its
+// debounce window has passed, so that the next event reloads at once.
+func waitIdle(b *testing.B, m *Manager) {
+	b.Helper()
+	deadline := time.Now().Add(benchVisibleTimeout)
+	for {
+		wait := time.Until(time.Unix(0, m.watcher.stats.readyAt.Load()))
+		if wait <= 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the watcher never went idle")
+		}
+		time.Sleep(min(wait, time.Millisecond))
+	}
+}
+
+// waitPublished waits for the publication after which visible holds.
+func waitPublished(b *testing.B, m *Manager, visible func() bool) {
+	b.Helper()
+	timeout := time.After(benchVisibleTimeout)
+	for {
+		next := m.reloads.next() // taken before the check, so no publication is missed
+		if visible() {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			b.Fatal("the change never became visible")
+		}
+	}
+}
+
+// stageConfig writes content under a staging name that the loader does
+// not read, in dir, and returns the function that renames it to name.
+func stageConfig(b *testing.B, dir, name, content string) (rename func()) {
+	b.Helper()
+	tmp := testenv.WriteFile(b, dir, name+".tmp", content)
+	target := filepath.Join(dir, name)
+	return func() {
+		if err := os.Rename(tmp, target); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// msPercentile returns the p-th percentile (nearest rank) of sorted
+// durations, in milliseconds.
+func msPercentile(sorted []time.Duration, p float64) float64 {
+	i := max(int(math.Ceil(float64(len(sorted))*p))-1, 0)
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// BenchmarkReloadVisible measures, with the default debounce, how long a
+// config renamed into place takes to become the default network: from
+// the rename until the manager publishes the set that holds it. files
+// configs are in the dir besides it. Each iteration starts on a watcher
+// that is idle (no reload due, its window over), so that it measures the
+// leading-edge reload; waiting for that is not timed. It reports the
+// median and the 99th percentile, and how many trailing reloads ran per
+// iteration (0: every change was seen by a leading reload alone).
+func BenchmarkReloadVisible(b *testing.B) {
+	for _, files := range []int{1, 50} {
+		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
+			pool := newReloadBenchManagers(b, reloadBenchPool, files)
+			n := testenv.Alloc(b)
+			var took []time.Duration
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				rb := pool[i%len(pool)]
+				waitIdle(b, rb.m)
+				name := fmt.Sprintf("new%d", i)
+				rename := stageConfig(b, rb.dir, "00-new.conflist", testenv.BridgeConflist(name, "1.0.0", n, filepath.Join(rb.dir, "ipam")))
+				b.StartTimer()
+
+				start := time.Now()
+				rename()
+				waitPublished(b, rb.m, func() bool { return rb.m.GetDefaultNetworkName() == name })
+				took = append(took, time.Since(start))
+			}
+			b.StopTimer()
+			var trailing int64
+			for _, rb := range pool {
+				waitIdle(b, rb.m)
+				trailing += rb.m.watcher.stats.trailing.Load()
+			}
+			slices.Sort(took)
+			b.ReportMetric(msPercentile(took, 0.50), "p50-ms")
+			b.ReportMetric(msPercentile(took, 0.99), "p99-ms")
+			b.ReportMetric(float64(trailing)/float64(len(took)), "trailing/op")
+		})
+	}
+}
+
+// BenchmarkReloadBurst renames 20 configs into place back to back, with
+// the default debounce, and reports how many reloads the burst cost
+// (leading and trailing) and the most any burst cost. The time per
+// iteration runs until the last config is visible; the wait for the
+// burst's trailing reload and the window after it is not timed.
+func BenchmarkReloadBurst(b *testing.B) {
+	const burst = 20
+	rb := newReloadBenchManagers(b, 1, 0)[0]
+	st := &rb.m.watcher.stats
+	n := testenv.Alloc(b)
+	var bursts, reloads, most int64
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		waitIdle(b, rb.m)
+		before := st.leading.Load() + st.trailing.Load()
+		renames := make([]func(), burst)
+		for k := range renames {
+			renames[k] = stageConfig(b, rb.dir, fmt.Sprintf("%02d-burst.conflist", 10+k),
+				testenv.BridgeConflist(fmt.Sprintf("b%d-%d", i, k), "1.0.0", n, filepath.Join(rb.dir, "ipam")))
+		}
+		last := fmt.Sprintf("b%d-%d", i, burst-1)
+		b.StartTimer()
+
+		for _, rename := range renames {
+			rename()
+		}
+		// A set is built from one read of the conf dir, so the set that
+		// holds the last config holds the others too.
+		waitPublished(b, rb.m, func() bool { return rb.m.snapshot().byName[last] != nil })
+
+		b.StopTimer()
+		waitIdle(b, rb.m)
+		cost := st.leading.Load() + st.trailing.Load() - before
+		bursts++
+		reloads += cost
+		most = max(most, cost)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(reloads)/float64(bursts), "reloads/burst")
+	b.ReportMetric(float64(most), "max-reloads/burst")
+}

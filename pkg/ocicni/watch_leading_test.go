@@ -1,0 +1,233 @@
+//go:build !nowatchtests
+
+package ocicni
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWatchRelevant(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	confDir := filepath.Join(root, "etc", "net.d")
+	binDir := filepath.Join(root, "bin")
+	for _, d := range []string{confDir, binDir, filepath.Join(confDir, "newdir")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	w := &watcher{
+		confDir: confDir,
+		targets: []string{confDir, binDir},
+		subDirs: map[string]bool{filepath.Join(confDir, "mynet"): true},
+	}
+	tests := []struct {
+		name string
+		path string
+		op   fsnotify.Op
+		want bool
+	}{
+		{name: "conflist", path: filepath.Join(confDir, "10-a.conflist"), op: fsnotify.Create, want: true},
+		{name: "conf", path: filepath.Join(confDir, "10-a.conf"), op: fsnotify.Write, want: true},
+		{name: "json removed", path: filepath.Join(confDir, "10-a.json"), op: fsnotify.Remove, want: true},
+		{name: "staged file", path: filepath.Join(confDir, "10-a.conflist.tmp"), op: fsnotify.Create, want: false},
+		{name: "staged file renamed away", path: filepath.Join(confDir, ".10-a.conflist.1234"), op: fsnotify.Rename, want: false},
+		{name: "new sub-folder", path: filepath.Join(confDir, "newdir"), op: fsnotify.Create, want: true},
+		{name: "known sub-folder removed", path: filepath.Join(confDir, "mynet"), op: fsnotify.Remove, want: true},
+		{name: "plugin config in a sub-folder", path: filepath.Join(confDir, "mynet", "10-tuning.conf"), op: fsnotify.Write, want: true},
+		{name: "other file in a sub-folder", path: filepath.Join(confDir, "mynet", "10-tuning.conf.swp"), op: fsnotify.Write, want: false},
+		{name: "plugin binary", path: filepath.Join(binDir, "bridge"), op: fsnotify.Create, want: true},
+		{name: "conf dir itself", path: confDir, op: fsnotify.Remove, want: true},
+		{name: "ancestor of the conf dir", path: filepath.Join(root, "etc"), op: fsnotify.Create, want: true},
+		{name: "unrelated", path: filepath.Join(root, "elsewhere.conflist"), op: fsnotify.Create, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, w.relevant(fsnotify.Event{Name: tt.path, Op: tt.op}))
+		})
+	}
+}
+
+// waitWatcherIdle waits until no trailing reload is due and the debounce
+// window after the last reload has passed, so that the next event reloads
+// at once. A burst is over then: its events have all been handled, since
+// fsnotify hands them over long before a window ends.
+func waitWatcherIdle(t *testing.T, m *Manager) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return time.Now().UnixNano() >= m.watcher.stats.readyAt.Load()
+	}, watchTimeout, watchTick, "the watcher never went idle")
+}
+
+// install writes content to a staging name in dir and renames it to name,
+// as atomic writers do.
+func install(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	tmp := writeConf(t, dir, name+".tmp", content)
+	target := filepath.Join(dir, name)
+	require.NoError(t, os.Rename(tmp, target))
+	return target
+}
+
+func TestWatchRenameIntoPlaceReloadsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newWatchEnv(t)
+	writeConf(t, e.confDir, "20-keep.conflist", conflist("keep", "1.0.0", "good"))
+	m := e.manager(t, WithReloadDebounce(100*time.Millisecond))
+	st := &m.watcher.stats
+
+	for round := range 3 {
+		name := fmt.Sprintf("new%d", round)
+		install(t, e.confDir, "10-new.conflist", conflist(name, "1.0.0", "good"))
+		waitState(t, m, name, name, "keep")
+		waitWatcherIdle(t, m)
+		assert.Equal(t, int64(round+1), st.leading.Load(), "each rename is a burst of its own, reloaded at once")
+		assert.Zero(t, st.trailing.Load(), "the staged file's events are not changes")
+	}
+}
+
+// TestWatchBurstOf20RenamesReloadsAtMostThreeTimes does not run in parallel
+// with other tests, like TestWatchBurstCoalesces.
+func TestWatchBurstOf20RenamesReloadsAtMostThreeTimes(t *testing.T) {
+	const n = 20
+	e := newWatchEnv(t)
+	writeConf(t, e.confDir, "00-first.conflist", conflist("first", "1.0.0", "good"))
+	m := e.manager(t, WithReloadDebounce(100*time.Millisecond))
+	st := &m.watcher.stats
+
+	want := []string{"first"}
+	for i := range n {
+		name := fmt.Sprintf("net%02d", i)
+		install(t, e.confDir, fmt.Sprintf("10-%s.conflist", name), conflist(name, "1.0.0", "good"))
+		want = append(want, name)
+	}
+	waitState(t, m, "first", want...)
+	waitWatcherIdle(t, m)
+	leading, trailing := st.leading.Load(), st.trailing.Load()
+	t.Logf("%d files renamed into place: %d leading and %d trailing reloads", n, leading, trailing)
+	assert.GreaterOrEqual(t, leading, int64(1), "the first rename reloads at once")
+	assert.LessOrEqual(t, leading+trailing, int64(3), "a burst of events is coalesced into few reloads")
+	assert.Empty(t, m.Skipped())
+}
+
+// writeOnLog writes content to path from inside the first log entry about
+// path. A reload logs with the loader's lock held, so the write lands
+// after the reload that logs has read the file, and before any later
+// reload does.
+type writeOnLog struct {
+	t             *testing.T
+	path, content string
+	once          sync.Once
+	done          chan struct{}
+}
+
+func (h *writeOnLog) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *writeOnLog) Fire(e *logrus.Entry) error {
+	if e.Data["file"] != h.path {
+		return nil
+	}
+	h.once.Do(func() {
+		defer close(h.done)
+		assert.NoError(h.t, os.WriteFile(h.path, []byte(h.content), 0o644))
+	})
+	return nil
+}
+
+// fileLog returns the levels and messages logged about path, in order.
+func fileLog(hook *test.Hook, path string) []string {
+	var got []string
+	for _, entry := range hook.AllEntries() {
+		if entry.Data["file"] == path {
+			got = append(got, entry.Level.String()+": "+entry.Message)
+		}
+	}
+	return got
+}
+
+func countWarnings(hook *test.Hook, path string) int {
+	n := 0
+	for _, entry := range hook.AllEntries() {
+		if entry.Data["file"] == path && entry.Level == logrus.WarnLevel {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchNonAtomicWriteLoadsWithoutWarning creates a file empty, lets
+// the watcher's leading reload read it, and only then writes it: the
+// file loads, with no warning on the way.
+func TestWatchNonAtomicWriteLoadsWithoutWarning(t *testing.T) {
+	t.Parallel()
+	e := newWatchEnv(t)
+	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+	path := filepath.Join(e.confDir, "05-b.conflist")
+	logger, hook := test.NewNullLogger()
+	logger.SetLevel(logrus.DebugLevel)
+	writer := &writeOnLog{t: t, path: path, content: conflist("b", "1.0.0", "good"), done: make(chan struct{})}
+	logger.AddHook(writer)
+	m := e.manager(t, WithLogger(logrus.NewEntry(logger)))
+
+	require.NoError(t, os.WriteFile(path, nil, 0o644)) // created, not written yet
+	select {
+	case <-writer.done:
+	case <-time.After(watchTimeout):
+		require.FailNow(t, "no reload read the empty file")
+	}
+	waitState(t, m, "b", "a", "b")
+	assert.Empty(t, m.Skipped())
+	assert.Zero(t, countWarnings(hook, path), "no warning about a file being written: %v", fileLog(hook, path))
+	assert.Equal(t, []string{
+		"debug: Cannot use CNI config file yet; reloading to confirm",
+		"info: Loaded CNI network",
+	}, fileLog(hook, path))
+}
+
+// TestWatchBrokenFileWarnsOnce renames a broken file into place: the
+// leading reload only notes it, the trailing one warns, and later reloads
+// stay quiet about it.
+func TestWatchBrokenFileWarnsOnce(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		write func(t *testing.T, dir, name, content string) string
+	}{
+		{name: "renamed into place", write: install},
+		{name: "written in place", write: writeConf},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWatchEnv(t)
+			writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
+			m := e.manager(t)
+
+			path := tt.write(t, e.confDir, "05-b.conflist", `{"cniVersion":"1.0.0","name":"b",`)
+			waitSkipped(t, m, path, ErrInvalidConfig)
+			require.Eventually(t, func() bool { return countWarnings(e.log, path) > 0 }, watchTimeout, watchTick,
+				"the broken file is never warned about")
+			assert.Equal(t, []string{
+				"debug: Cannot use CNI config file yet; reloading to confirm",
+				"warning: Skipping CNI config file",
+			}, fileLog(e.log, path), "the leading reload notes it, the trailing reload warns")
+
+			// Later reloads do not warn again.
+			writeConf(t, e.confDir, "20-c.conflist", conflist("c", "1.0.0", "good"))
+			waitState(t, m, "a", "a", "c")
+			waitWatcherIdle(t, m)
+			assert.Equal(t, 1, countWarnings(e.log, path))
+			assert.ErrorIs(t, skippedFile(m, path), ErrInvalidConfig)
+		})
+	}
+}
