@@ -3,6 +3,7 @@ package ocicni
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -316,7 +317,7 @@ func quantile(xs []float64, q float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[min(int(q*float64(len(s))), len(s)-1)]
+	return s[max(int(math.Ceil(q*float64(len(s))))-1, 0)]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
