@@ -28,8 +28,8 @@ test: ## go vet, then every test of the main module with -race (as root, the net
 fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
 	bash .ci/fuzz
 
-bench: ## Benchmarks of pkg/ocicni, 5 runs each, also written to bench.out (for benchstat)
-	go test -run '^$$' -bench . -benchmem -count 5 ./pkg/ocicni/ | tee bench.out
+bench: ## The suite BENCHMARKS.md reports (as root, ~15 min; BENCH_SCALE=0.2 for a quick look), into bench.out
+	bash .ci/bench
 
 lint: ## golangci-lint, pinned by GOLANGCI_LINT_VERSION, with .golangci.yml (not part of test)
 	$(GOLANGCI_LINT) config verify
