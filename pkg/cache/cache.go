@@ -18,10 +18,12 @@ import (
 const MaxFileSize = 4 << 20
 
 // Cache gives access to one libcni cache directory. Its methods are safe
-// for concurrent use: a Cache holds no state but the directory, and every
-// method goes to the file system.
+// for concurrent use: a Cache holds no state but the directory and the
+// retired order records it reuses, and every method goes to the file
+// system.
 type Cache struct {
-	dir string
+	dir    string
+	spares *spares // nil in the zero Cache, which reuses no record
 }
 
 // New returns a Cache for dir, or for [libcni.CacheDir] when dir is "".
@@ -33,7 +35,7 @@ func New(dir string) *Cache {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	return &Cache{dir: filepath.Clean(dir)}
+	return &Cache{dir: filepath.Clean(dir), spares: newSpares()}
 }
 
 // Dir returns the cache directory. The zero Cache uses [libcni.CacheDir].

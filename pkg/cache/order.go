@@ -55,7 +55,10 @@ func (c *Cache) orderPath(id string) (string, error) {
 // WriteOrder records the attachments of container id, in order, replacing
 // any earlier record. The write is atomic: a temporary file in the same
 // directory is written and renamed over <dir>/ocicni/attachments/<id>, so a
-// reader sees the old record or the new one. It is not fsynced: it sits on
+// reader sees the old record or the new one. The temporary file is a
+// record that [Cache.RemoveOrder] retired when there is one (see spares),
+// since creating a file can cost a pod's setup more than all the rest of
+// the manager's work. The record is not fsynced: it sits on
 // the hot path of every pod setup, and a record torn by a power loss only
 // costs the teardown order (it then reads as corrupt and the documented
 // fallback order applies).
@@ -79,6 +82,9 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 		return fmt.Errorf("cache: write order %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
+	if spare := c.spares.take(dir); spare != "" && reuse(spare, path, data) {
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
@@ -189,12 +195,18 @@ func ValidateNetNSPath(path string) error {
 	return &InvalidNameError{Field: FieldNetNS, Value: path, Reason: reason}
 }
 
-// RemoveOrder deletes the record of container id. An absent record is not
-// an error.
+// RemoveOrder deletes the record of container id; a Cache made by [New]
+// keeps up to 32 such files under hidden names for [Cache.WriteOrder] to
+// reuse. An absent record is not an error.
 func (c *Cache) RemoveOrder(id string) error {
 	path, err := c.orderPath(id)
 	if err != nil {
 		return err
+	}
+	retired, err := c.spares.retire(path)
+	switch {
+	case retired, errors.Is(err, fs.ErrNotExist):
+		return nil
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: path, ContainerID: id, Err: err}
@@ -204,7 +216,7 @@ func (c *Cache) RemoveOrder(id string) error {
 
 // ListOrders returns, sorted, the container IDs that have an order record.
 // A missing directory yields (nil, nil). Temporary files of an interrupted
-// [Cache.WriteOrder] are skipped.
+// [Cache.WriteOrder], and retired records kept for reuse, are skipped.
 func (c *Cache) ListOrders() ([]string, error) {
 	des, err := os.ReadDir(c.OrdersDir())
 	if errors.Is(err, fs.ErrNotExist) {

@@ -1,10 +1,16 @@
 package ocicni
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
@@ -20,7 +26,34 @@ type benchEnv struct {
 	list              *libcni.NetworkConfigList
 	m                 *Manager
 	raw               *libcni.CNIConfig
+	// Time spent in plugin processes, by each side: what is left of a
+	// pod's time is the side's own work.
+	mgrPlugins, rawPlugins *pluginClock
 }
+
+// pluginClock adds up the time plugin processes take. As an invoke.Exec
+// it runs them as libcni's default executor does; as a PluginHook it
+// reads the manager's.
+type pluginClock struct {
+	invoke.RawExec
+	ns atomic.Int64
+}
+
+func newPluginClock() *pluginClock { return &pluginClock{RawExec: invoke.RawExec{Stderr: os.Stderr}} }
+
+func (c *pluginClock) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
+	start := time.Now()
+	defer func() { c.ns.Add(int64(time.Since(start))) }()
+	return c.RawExec.ExecPlugin(ctx, path, stdin, environ)
+}
+
+func (c *pluginClock) Decode(b []byte) (version.PluginInfo, error) {
+	return (&version.PluginDecoder{}).Decode(b)
+}
+
+func (c *pluginClock) hook(_ context.Context, r PluginRun) { c.ns.Add(int64(r.Duration)) }
+
+func (c *pluginClock) total() time.Duration { return time.Duration(c.ns.Load()) }
 
 func newBenchEnv(b *testing.B, networks int) *benchEnv {
 	b.Helper()
@@ -38,20 +71,23 @@ func newBenchEnv(b *testing.B, networks int) *benchEnv {
 			e.list = l
 		}
 	}
-	e.m = newQuietManager(b, e.confDir, e.cacheDir)
-	e.raw = libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, filepath.Join(dir, "rawcache"), nil)
+	e.mgrPlugins, e.rawPlugins = newPluginClock(), newPluginClock()
+	e.m = newQuietManager(b, e.confDir, e.cacheDir, WithPluginHook(e.mgrPlugins.hook))
+	e.raw = libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, filepath.Join(dir, "rawcache"), e.rawPlugins)
 	return e
 }
 
 // newQuietManager returns a manager without a watcher that logs only
 // warnings and errors, as a benchmark wants: logging at Info level is the
 // runtime's choice, not part of the path measured.
-func newQuietManager(b *testing.B, confDir, cacheDir string) *Manager {
+func newQuietManager(b *testing.B, confDir, cacheDir string, extra ...Option) *Manager {
 	b.Helper()
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
-	m, err := New(WithConfDir(confDir), WithBinDirs(pluginDir), WithCacheDir(cacheDir),
-		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)))
+	m, err := New(append([]Option{
+		WithConfDir(confDir), WithBinDirs(pluginDir), WithCacheDir(cacheDir),
+		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)),
+	}, extra...)...)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })
 	return m

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // leftovers is everything an attachment can leave behind once every pod
@@ -38,7 +39,8 @@ type leftovers struct {
 	// CacheEntries are libcni result-cache files.
 	CacheEntries []string
 	// OrderRecords are attachment order records, including the temporary
-	// files of an interrupted write.
+	// files of an interrupted write, but not the retired records a Cache
+	// keeps for reuse (cache.IsSpareFile).
 	OrderRecords []string
 	// OtherCacheFiles are any other files under the cache dir.
 	OtherCacheFiles []string
@@ -150,7 +152,9 @@ func (e *itEnv) scanLeftovers(networks map[string]testenv.Net, netnsPaths []stri
 		case results:
 			l.CacheEntries = append(l.CacheEntries, d.Name())
 		case orders:
-			l.OrderRecords = append(l.OrderRecords, d.Name())
+			if !cache.IsSpareFile(d.Name()) { // kept for reuse, bounded: not a pod's
+				l.OrderRecords = append(l.OrderRecords, d.Name())
+			}
 		default:
 			l.OtherCacheFiles = append(l.OtherCacheFiles, path)
 		}
