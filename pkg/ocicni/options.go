@@ -48,6 +48,7 @@ type options struct {
 	delPastUnknown  bool
 	pluginEnv       []string
 	pluginHook      PluginHook
+	gcWorkers       int
 	versionWait     time.Duration // see versionWait; tests shorten it
 	versionTimeout  time.Duration // see versionTimeout; tests shorten it
 }
@@ -61,6 +62,7 @@ func defaultOptions() options {
 		policy:          Strict,
 		rollbackTimeout: time.Minute,
 		debounce:        100 * time.Millisecond,
+		gcWorkers:       DefaultGCWorkers,
 		versionWait:     versionWait,
 		versionTimeout:  versionTimeout,
 	}
@@ -203,6 +205,25 @@ func WithReloadDebounce(d time.Duration) Option {
 			return fmt.Errorf("%w: debounce %v", ErrInvalidArgument, d)
 		}
 		o.debounce = d
+		return nil
+	}
+}
+
+// DefaultGCWorkers is how many stale containers [Manager.GC] deletes in
+// parallel unless [WithGCWorkers] says otherwise. Plugin runs are short
+// processes that wait on files and netlink as much as they compute, so a
+// few more than a small node's cores keep them busy.
+const DefaultGCWorkers = 4
+
+// WithGCWorkers sets how many stale containers [Manager.GC] deletes in
+// parallel, n >= 1. The DELs of one container always run one after the
+// other, as the spec requires. The default is [DefaultGCWorkers].
+func WithGCWorkers(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: GC workers %d, want at least 1", ErrInvalidArgument, n)
+		}
+		o.gcWorkers = n
 		return nil
 	}
 }
