@@ -169,6 +169,39 @@ func TestGCSparesSandboxSetUpWhileItRuns(t *testing.T) {
 	e.assertClean(retried, "neta")
 }
 
+// The runtime drops a stale sandbox's cache entries with ForgetPodCache
+// after GC planned from them, while GC's only worker is busy with another
+// container. GC still deletes the attachment, from the order record that
+// ForgetPodCache wrote.
+func TestGCDeletesWhatForgetPodCacheRecordedMeanwhile(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	del := testenv.NewBarrier(t)
+	e.addConf("neta", e.gcConflist("neta", nil, map[string]any{"del": del.Behaviour(nil)}))
+	m := e.start(WithGCWorkers(1))
+	ctx := e.ctx()
+	// Cache entries are listed by file name, so first is planned first.
+	first, forgotten := e.pod("first"), e.pod("forgotten")
+	first.ID, forgotten.ID = "ctr-0"+randHex(t), "ctr-1"+randHex(t)
+	e.setUp(first)
+	e.setUp(forgotten)
+
+	gc := gcAsync(ctx, m, []*PodNetwork{})
+	del.WaitEntered(t, 1)
+	require.Equal(t, []string{first.ID}, enteredIDs(t, del))
+	removed, err := m.ForgetPodCache(ctx, forgotten)
+	require.NoError(t, err)
+	require.Len(t, removed, 1)
+	del.Release(t)
+	require.NoError(t, requireDone(t, gc, "GC"))
+
+	assert.Equal(t, []string{"neta"}, e.networksFor("DEL", forgotten.ID))
+	e.assertDetached(first)
+	e.assertDetached(forgotten)
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "neta"))
+	assert.Empty(t, e.cacheFiles())
+}
+
 // A stale container torn down while GC runs is deleted by one of the two,
 // whichever holds its lock first; the other finds nothing left to do, and
 // neither reports an error.

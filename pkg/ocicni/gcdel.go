@@ -65,7 +65,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		if m.stillStale(p, recorded) {
 			plans = append(plans, p.plan)
 		} else {
-			planLog(clog, p.plan, "DEL").Debug("Stale attachment already deleted by a teardown that ran while GC planned")
+			planLog(clog, p.plan, "DEL").Debug("Stale attachment deleted by a teardown that ran since GC planned")
 		}
 	}
 	var errs []error
@@ -80,13 +80,16 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 }
 
 // stillStale reports whether what GC planned p from is still there: its
-// cache file, or else its line in the container's order record as read
-// now. When the file's existence cannot be told, the DEL runs: it is
+// cache file, or its line in the container's order record as read now. A
+// teardown that ran in between took both away; [Manager.ForgetPodCache]
+// took the file but recorded the attachment, which GC must then delete.
+// When the file's existence cannot be told, the DEL runs: it is
 // idempotent.
 func (m *Manager) stillStale(p *stalePlan, recorded []cache.Attachment) bool {
 	if p.from != "" {
-		ok, err := m.cache.Exists(p.from)
-		return ok || err != nil
+		if ok, err := m.cache.Exists(p.from); ok || err != nil {
+			return true
+		}
 	}
 	return slices.ContainsFunc(recorded, func(a cache.Attachment) bool {
 		return a.Network == p.Name && a.IfName == p.Ifname
