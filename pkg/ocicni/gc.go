@@ -46,9 +46,9 @@ import (
 //     the gate shared and then the container's lock, exactly as a pod
 //     operation does, so other pods wait for nothing and the container's
 //     own teardown waits for at most its DELs. Under the lock it skips
-//     what a concurrent teardown already deleted (the cache file or the
-//     recorded attachment it planned from is gone), and it prunes the
-//     order record as read under the lock.
+//     what a concurrent teardown already deleted (neither the cache file
+//     it planned from nor the attachment's line in the order record is
+//     left), and it prunes the order record as read under the lock.
 //  3. The GC verbs run with the gate held exclusively, and no other lock,
 //     so no ADD or DEL runs meanwhile.
 //
@@ -94,29 +94,29 @@ func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPl
 	defer m.gate.unlock()
 	m.protectSetups(g, watch)
 	var errs []error
-	for _, n := range targets {
-		va := g.valid.byNet[n.list.Name]
+	for _, name := range targets {
+		va := g.valid.byNet[name]
 		if va == nil {
 			va = []types.GCAttachment{} // never nil: libcni reads nil as "delete everything"
 		}
-		if err := m.gcVerb(ctx, n.list, va); err != nil {
-			errs = append(errs, &NetworkError{Network: n.list.Name, Verb: "GC", Err: err})
+		if err := m.gcVerb(ctx, set.byName[name].list, va); err != nil {
+			errs = append(errs, &NetworkError{Network: name, Verb: "GC", Err: err})
 		}
 	}
 	return errs
 }
 
-// gcTargets returns the loaded networks, by name, that get the GC verb:
-// those at CNI 1.1.0 or later that do not set disableGC.
-func gcTargets(set *networkSet) []*network {
-	var out []*network
+// gcTargets returns the names of the loaded networks, sorted, that get
+// the GC verb: those at CNI 1.1.0 or later that do not set disableGC.
+func gcTargets(set *networkSet) []string {
+	var out []string
 	for _, name := range set.names() {
 		n := set.byName[name]
 		if n.list.DisableGC {
 			continue
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(n.list.CNIVersion, "1.1.0"); ok {
-			out = append(out, n)
+			out = append(out, name)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -126,5 +127,5 @@ func TestWithGCWorkers(t *testing.T) {
 			assert.Equal(t, tc.want, o.gcWorkers)
 		})
 	}
-	assert.Equal(t, DefaultGCWorkers, defaultOptions().gcWorkers)
+	assert.Equal(t, min(max(runtime.GOMAXPROCS(0), 2), 8), defaultOptions().gcWorkers)
 }
