@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test fuzz bench lint plugins e2e-crio e2e-crio-compile
+.PHONY: help quickstart test fuzz bench bench-gc lint plugins e2e-crio e2e-crio-compile
 
 help: ## List the targets
 	@echo "Targets:"
@@ -30,6 +30,9 @@ fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
 
 bench: ## The suite BENCHMARKS.md reports (as root, ~15 min; BENCH_SCALE=0.2 for a quick look), into bench.out
 	bash .ci/bench
+
+bench-gc: ## GC over 10,000 cache entries with real plugins, while pods are set up (root, several minutes), also written to bench-gc.out
+	go test -run '^$$' -bench BenchmarkGC10000 -benchtime 1x -timeout 60m ./pkg/ocicni/ | tee bench-gc.out
 
 lint: ## golangci-lint, pinned by GOLANGCI_LINT_VERSION, with .golangci.yml (not part of test)
 	$(GOLANGCI_LINT) config verify

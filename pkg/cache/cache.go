@@ -66,7 +66,8 @@ type Listing struct {
 // List returns every entry in the results directory, parseable or not; a
 // scan never stops at a bad file. The error is for failures that stop the
 // listing itself. A missing results directory yields an empty Listing.
-// Subdirectories are ignored.
+// Subdirectories are ignored, and so is a file removed between the read
+// of the directory and its own (a DEL that ran meanwhile).
 func (c *Cache) List() (Listing, error) {
 	return c.scan(selector{
 		match: func(string) bool { return true },
@@ -144,6 +145,30 @@ func (c *Cache) RemoveFile(path string) error {
 	return nil
 }
 
+// Exists reports whether the results file at path, typically an
+// [Entry.Path] or an [EntryError.Path], still exists. Like
+// [Cache.RemoveFile] it refuses, with an error matching
+// [ErrOutsideResults], any path that is not directly inside
+// [Cache.ResultsDir]. It follows no symlink.
+func (c *Cache) Exists(path string) (bool, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false, fmt.Errorf("cache: stat %s: %w", path, err)
+	}
+	if filepath.Dir(abs) != filepath.Clean(c.ResultsDir()) {
+		return false, fmt.Errorf("%w: %s", ErrOutsideResults, path)
+	}
+	_, err = os.Lstat(abs)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, &EntryError{Path: abs, Err: err}
+	}
+}
+
 // selector picks the files a scan reads and the entries it keeps.
 type selector struct {
 	// match reports whether a file may hold a wanted entry.
@@ -167,25 +192,31 @@ func (c *Cache) scan(sel selector) (Listing, error) {
 	}
 	var l Listing
 	for _, de := range des {
-		if de.IsDir() || !sel.match(de.Name()) {
-			continue
+		if !de.IsDir() && sel.match(de.Name()) {
+			sel.read(&l, filepath.Join(dir, de.Name()))
 		}
-		path := filepath.Join(dir, de.Name())
-		e, err := readEntry(path)
-		if err == nil {
-			if sel.field == nil || sel.field(e) == sel.want {
-				l.Entries = append(l.Entries, e)
-			}
-			continue
-		}
-		if e != nil && sel.field != nil {
-			if v := sel.field(e); v != "" && v != sel.want && ValidateContainerID(v) == nil {
-				continue // corrupt, but the content says it is not ours
-			}
-		}
-		l.Corrupt = append(l.Corrupt, entryError(path, sel.id, e, err))
 	}
 	return l, nil
+}
+
+// read reads the file at path into l, as an entry or as a corrupt one, or
+// not at all when it is not wanted.
+func (sel *selector) read(l *Listing, path string) {
+	e, err := readEntry(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return // removed since the directory was read: a concurrent DEL
+	case err == nil:
+		if sel.field == nil || sel.field(e) == sel.want {
+			l.Entries = append(l.Entries, e)
+		}
+		return
+	case e != nil && sel.field != nil:
+		if v := sel.field(e); v != "" && v != sel.want && ValidateContainerID(v) == nil {
+			return // corrupt, but the content says it is not ours
+		}
+	}
+	l.Corrupt = append(l.Corrupt, entryError(path, sel.id, e, err))
 }
 
 // readEntry reads and parses one cache file. It opens nothing but a

@@ -267,6 +267,41 @@ func TestRemoveFile(t *testing.T) {
 	assert.Equal(t, []string{"other-bad-eth6"}, keys(entryErrors(l)))
 }
 
+func TestExists(t *testing.T) {
+	c := newCacheFrom(t, "corrupt")
+	l, err := c.ForContainer("bad")
+	require.NoError(t, err)
+	require.NotEmpty(t, l.Corrupt)
+	path := l.Corrupt[0].Path
+
+	for _, tc := range []struct {
+		name   string
+		path   string
+		exists bool
+		err    error
+	}{
+		{name: "present", path: path, exists: true},
+		{name: "relative to the results dir", path: filepath.Join(c.ResultsDir(), "sub", "..", filepath.Base(path)), exists: true},
+		{name: "absent", path: filepath.Join(c.ResultsDir(), "none-bad-eth9")},
+		{name: "outside", path: filepath.Join(c.Dir(), "keep"), err: ErrOutsideResults},
+		{name: "the results dir", path: c.ResultsDir(), err: ErrOutsideResults},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, err := c.Exists(tc.path)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.exists, ok)
+		})
+	}
+	require.NoError(t, c.RemoveFile(path))
+	ok, err := c.Exists(path)
+	require.NoError(t, err)
+	assert.False(t, ok, "gone once removed")
+}
+
 func TestRemoveFileError(t *testing.T) {
 	c := New(t.TempDir())
 	require.NoError(t, os.MkdirAll(filepath.Join(c.ResultsDir(), "full", "x"), 0o700))

@@ -94,6 +94,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 	if err != nil {
 		return nil, err
 	}
+	release = m.setups.begin(pod.ID, atts, release) // GC leaves a pod being set up alone (see Manager.GC)
 	log := m.podLog(&pod)
 	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing
 		release()

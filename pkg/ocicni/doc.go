@@ -75,12 +75,19 @@
 // # Locking
 //
 // Operations on one sandbox (keyed by its ID) are serialized; operations on
-// different sandboxes run concurrently. The lock order is: the GC gate
-// (held shared by pod operations and exclusively by [Manager.GC]), then the
-// sandbox's lock. The network set is an atomic pointer, so neither
-// [Manager.Status] nor a new pod ever waits for a reload or for another
-// pod's plugins, and no lock that they need is held while a plugin runs.
-// Every lock wait respects the context.
+// different sandboxes run concurrently. The lock order is: the GC gate,
+// then the sandbox's lock. Pod operations hold the gate shared. So does
+// [Manager.GC] while it deletes a stale sandbox, together with that
+// sandbox's lock, exactly like a pod operation; it holds the gate
+// exclusively, and no sandbox lock, only while it sends the GC verb.
+// Nothing waits for the gate exclusively while holding it shared or
+// holding a sandbox's lock, so GC and pod operations cannot deadlock. A pod
+// operation waits at most for GC's DELs of its own sandbox, or for the GC
+// verbs (once GC waits for the gate, new operations queue behind it, so
+// that it cannot starve), never for a whole GC. The network set is an
+// atomic pointer, so neither [Manager.Status] nor a new pod ever waits for
+// a reload or for another pod's plugins, and no lock that they need is
+// held while a plugin runs. Every lock wait respects the context.
 //
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
@@ -260,8 +267,18 @@
 // do not set disableGC. A valid pod's attachments are the union of the
 // networks it names, every cache entry and recorded attachment of its ID,
 // and, when it names none, the default network on eth0: listing more can
-// only protect more. GC holds the gate
-// exclusively, so no ADD runs while plugins collect.
+// only protect more.
+//
+// GC does not stop pod operations while it runs. It plans without a lock,
+// from one listing of the cache and one reading of the order records. It
+// then deletes stale sandboxes in parallel, [WithGCWorkers] at a time (the
+// DELs of one sandbox run one after the other), each under that sandbox's
+// lock, skipping what a concurrent teardown deleted meanwhile. Only the GC
+// verb runs with the gate held exclusively, so no ADD runs while plugins
+// collect. A sandbox whose setup was in flight when GC began, or began
+// since, may be missing from the valid pods: GC deletes nothing of it, and
+// passes its attachments to the GC verb as valid, so a plugin's GC never
+// releases what a pod being set up holds.
 //
 // # Bad input
 //

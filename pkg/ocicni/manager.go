@@ -27,15 +27,24 @@ type Manager struct {
 	cniNoCache *libcni.CNIConfig
 	cache      *cache.Cache
 
-	// Lock order: gate (shared by pod operations, exclusive for GC), then
-	// the pod's lock in pods. Pod operations never take the loader's lock:
-	// a missing network makes them ask reloads for a reload and wait for it
-	// with their context. The loader's lock comes before reloads.mu. nets
-	// is an atomic pointer read without locks, so Status and new pods
-	// never wait for a reload, and no lock that another pod or Status
-	// needs is held while a plugin runs.
+	// Lock order: gate, then the pod's lock in pods. Pod operations take
+	// the gate shared, then their pod's lock. GC plans without any lock;
+	// its DEL workers take, per stale container, the gate shared and then
+	// that container's lock, exactly like a pod operation, and hold no
+	// other lock; its GC verbs run with the gate exclusive and no pod lock.
+	// Nothing waits for the gate exclusively while holding it shared or
+	// holding a pod lock, so GC cannot deadlock with pod operations, and a
+	// pod waits for at most one DEL of GC (that of its own container) or
+	// for the GC verbs. setups.mu is a leaf, taken under any of these and
+	// never held while waiting. Pod operations never take the loader's
+	// lock: a missing network makes them ask reloads for a reload and wait
+	// for it with their context. The loader's lock comes before
+	// reloads.mu. nets is an atomic pointer read without locks, so Status
+	// and new pods never wait for a reload, and no lock that another pod or
+	// Status needs is held while a plugin runs.
 	gate    *gate
 	pods    *podLocks
+	setups  *setupTracker // setups in flight, watched by GC
 	loader  *loader
 	nets    atomic.Pointer[networkSet] // swapped only by publish
 	reloads reloader
@@ -76,6 +85,7 @@ func New(opts ...Option) (*Manager, error) {
 		gate:  newGate(),
 		pods:  newPodLocks(),
 
+		setups:    newSetupTracker(),
 		reloading: newInflight(),
 		rollbacks: newInflight(),
 	}

@@ -1,0 +1,271 @@
+package ocicni
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// hook counts the plugin runs of GC (its DELs and its GC verbs; the setups
+// on gcsetup are left out) by verb and plugin type.
+func (e *gcBenchEnv) hook(_ context.Context, r PluginRun) {
+	if r.Network == "gcsetup" && r.Verb != "GC" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := r.Verb + " " + r.Plugin
+	if e.execs[k] == nil {
+		e.execs[k] = &execStat{}
+	}
+	e.execs[k].n++
+	e.execs[k].total += r.Duration
+}
+
+// podCycle sets a fresh pod up and tears it down on gcsetup, and returns
+// when the setup started and how long it took. The pod is live, that is
+// among the pods a GC that starts meanwhile takes as valid, from before
+// its setup until its teardown returns.
+func (e *gcBenchEnv) podCycle(ctx context.Context, w, i int, tag string) (time.Time, time.Duration, error) {
+	pod := &PodNetwork{
+		ID: fmt.Sprintf("gcsetup-%s-%d-%d", tag, w, i), Name: "setup", Namespace: "bench", NetNS: e.nss[w],
+		Networks: []NetAttachment{{Name: "gcsetup"}},
+	}
+	listed := *pod // GC reads it while this goroutine changes pod
+	e.mu.Lock()
+	e.live[pod.ID] = &listed
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.live, pod.ID)
+		e.mu.Unlock()
+	}()
+	start := time.Now()
+	if _, err := e.m.SetUpPodWithContext(ctx, *pod); err != nil {
+		return start, 0, fmt.Errorf("setup %s: %w", pod.ID, err)
+	}
+	took := time.Since(start)
+	pod.Networks = nil
+	if err := e.m.TearDownPodWithContext(ctx, *pod); err != nil {
+		return start, took, fmt.Errorf("teardown %s: %w", pod.ID, err)
+	}
+	return start, took, nil
+}
+
+// baseline times n setups per worker without GC.
+func (e *gcBenchEnv) baseline(ctx context.Context, n int, tag string) []time.Duration {
+	var mu sync.Mutex
+	var out []time.Duration
+	var wg sync.WaitGroup
+	for w := range gcBenchSetupWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				_, took, err := e.podCycle(ctx, w, i, tag)
+				if err != nil {
+					e.b.Error(err)
+					return
+				}
+				mu.Lock()
+				out = append(out, took)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// gcWithSetups runs GC with the valid synthetic pods and the live setup
+// pods, while the setup workers keep going, and returns GC's duration and
+// the latencies of the setups that started while GC ran.
+func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Duration) {
+	var (
+		mu             sync.Mutex
+		during         []time.Duration
+		gcStart, gcEnd time.Time
+		wg             sync.WaitGroup
+		stop           = make(chan struct{})
+		started        = make(chan struct{}, gcBenchSetupWorkers)
+	)
+	for w := range gcBenchSetupWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start, took, err := e.podCycle(ctx, w, i, "gc")
+				if err != nil {
+					e.b.Error(err)
+					return
+				}
+				mu.Lock()
+				if !gcStart.IsZero() && start.After(gcStart) && (gcEnd.IsZero() || start.Before(gcEnd)) {
+					during = append(during, took)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for range gcBenchSetupWorkers {
+		<-started
+	}
+	e.mu.Lock()
+	valid := slices.Clone(e.valid)
+	for _, p := range e.live {
+		valid = append(valid, p)
+	}
+	clear(e.execs)
+	e.mu.Unlock()
+	mu.Lock()
+	gcStart = time.Now()
+	mu.Unlock()
+	err := e.m.GC(ctx, valid)
+	mu.Lock()
+	gcEnd = time.Now()
+	mu.Unlock()
+	close(stop)
+	wg.Wait()
+	require.NoError(e.b, err)
+	return gcEnd.Sub(gcStart), during
+}
+
+// check asserts that GC released exactly the stale reservations and
+// entries, and kept the valid ones.
+func (e *gcBenchEnv) check() {
+	e.b.Helper()
+	left := testenv.Reservations(e.b, e.dataDir, e.layout.valid.name)
+	if e.layout.stale.name != e.layout.valid.name {
+		require.Empty(e.b, testenv.Reservations(e.b, e.dataDir, e.layout.stale.name), "stale reservations left")
+	}
+	want := slices.Clone(e.validIPs)
+	slices.SortFunc(want, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+	slices.SortFunc(left, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+	require.Equal(e.b, want, left, "the 9,000 valid reservations remain and the 1,000 stale ones are released")
+	listing, err := e.m.cache.List()
+	require.NoError(e.b, err)
+	require.Len(e.b, listing.Entries, gcBenchEntries-gcBenchStale, "cache entries left")
+	require.Empty(e.b, listing.Corrupt)
+	ids, err := e.m.cache.ListOrders()
+	require.NoError(e.b, err)
+	require.Len(e.b, ids, gcBenchEntries-gcBenchStale, "order records left")
+}
+
+func percentile(ds []time.Duration, p float64) float64 {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = ms(d)
+	}
+	return quantile(xs, p)
+}
+
+// BenchmarkGC10000 runs GC over 10,000 cache entries of CNI 1.1.0 bridge
+// networks (9,000 valid pods and 1,000 stale ones, whose netns are gone)
+// with real plugins, while two workers set pods up and tear them down on
+// another bridge network. It reports GC's wall time (and, of it, the time
+// planning takes on its own), the setup latency without GC and for setups
+// that started during GC, and logs how GC's plugin runs were spent.
+//
+// "onenet" is the layout of the issue, every attachment on one network:
+// there host-local's DEL, which walks its whole store under its lock,
+// bounds GC's time. "split" puts the stale attachments on a network of
+// their own and varies [WithGCWorkers]. Run one with, for example,
+// -bench 'BenchmarkGC10000/split/workers=4' -benchtime 1x.
+func BenchmarkGC10000(b *testing.B) {
+	testenv.RequireRoot(b)
+	require.NotEmpty(b, pluginDir, "plugins are built by TestMain")
+	setupNet := testenv.Alloc(b)
+	for _, tc := range []struct {
+		layout  gcBenchLayout
+		workers []int
+	}{
+		{gcBenchSplit, []int{1, 2, 4, 8}},
+		{gcBenchOneNet, []int{defaultGCWorkers()}},
+	} {
+		for _, workers := range tc.workers {
+			b.Run(fmt.Sprintf("%s/workers=%d", tc.layout.name, workers), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					benchGCOnce(b, tc.layout, setupNet, workers, i)
+				}
+			})
+		}
+	}
+}
+
+// benchGCOnce times one GC on its own, and then, on fresh copies of the
+// same entries, one GC while the setup workers keep setting pods up. The
+// timer is stopped on entry; it runs only for the GC on its own.
+func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, workers, i int) {
+	b.Helper()
+	ctx := context.Background()
+	e := newGCBenchEnv(b, layout, setupNet, workers)
+	start := time.Now()
+	watch := e.m.setups.watch()
+	planned, _ := e.m.planGC(e.valid, e.m.snapshot(), watch, e.m.log)
+	plan := time.Since(start)
+	watch.stop()
+	require.Len(b, planned.stale, gcBenchStale)
+	b.StartTimer()
+	start = time.Now()
+	require.NoError(b, e.m.GC(ctx, e.valid))
+	alone := time.Since(start)
+	b.StopTimer()
+	e.check()
+	e.logExecs(b, "GC alone")
+
+	e = newGCBenchEnv(b, layout, setupNet, workers)
+	base := e.baseline(ctx, gcBenchBaseline/2, fmt.Sprint("pre", i))
+	busy, during := e.gcWithSetups(ctx)
+	base = append(base, e.baseline(ctx, gcBenchBaseline/2, fmt.Sprint("post", i))...)
+	e.check()
+	e.logExecs(b, "GC during setups")
+	b.ReportMetric(float64(alone.Milliseconds()), "gc-ms")
+	b.ReportMetric(float64(plan.Milliseconds()), "plan-ms")
+	b.ReportMetric(float64(busy.Milliseconds()), "gc-busy-ms")
+	reportLatencies(b, base, during)
+}
+
+// reportLatencies reports the setup latencies without GC (base) and of
+// the setups that started during GC, and their ratios.
+func reportLatencies(b *testing.B, base, during []time.Duration) {
+	b.Helper()
+	b.ReportMetric(percentile(base, 0.5), "setup-p50-ms")
+	b.ReportMetric(percentile(base, 0.99), "setup-p99-ms")
+	b.ReportMetric(percentile(during, 0.5), "gc-setup-p50-ms")
+	b.ReportMetric(percentile(during, 0.99), "gc-setup-p99-ms")
+	b.ReportMetric(float64(len(during)), "setups-during-gc")
+	if p := percentile(base, 0.5); p > 0 {
+		b.ReportMetric(percentile(during, 0.5)/p, "p50-ratio")
+	}
+	if p := percentile(base, 0.99); p > 0 {
+		b.ReportMetric(percentile(during, 0.99)/p, "p99-ratio")
+	}
+}
+
+// logExecs logs the plugin runs of the last GC, by verb and plugin type.
+func (e *gcBenchEnv) logExecs(b *testing.B, what string) {
+	b.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(e.execs)) {
+		s := e.execs[k]
+		b.Logf("%s: %-15s %5d runs, %6.1f ms each, %7.0f ms in all", what, k, s.n,
+			float64(s.total.Microseconds())/1000/float64(s.n), float64(s.total.Milliseconds()))
+	}
+}

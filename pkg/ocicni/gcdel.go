@@ -1,0 +1,121 @@
+package ocicni
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// deleteStale runs the DELs of the stale containers on up to
+// [WithGCWorkers] workers. Each container is handled by one worker, under
+// its own lock (see [Manager.deleteStaleContainer]), so no two operations
+// ever run for the same container, while different containers proceed in
+// parallel as the spec allows. Errors come back in planning order.
+func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) []error {
+	errs := make([][]error, len(stale))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(m.opts.gcWorkers, len(stale)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
+			}
+		}()
+	}
+	for i := range stale {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return slices.Concat(errs...)
+}
+
+// deleteStaleContainer takes the gate shared and the container's lock, as
+// a pod operation does, and then runs the container's DELs that still
+// apply and prunes its order record. It leaves the container alone when a
+// setup of it began since GC opened watch: the runtime is creating it
+// again, and GC's plan is out of date.
+func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry) []error {
+	release, err := m.acquire(ctx, sc.id)
+	if err != nil {
+		if len(sc.plans) == 0 {
+			return []error{err}
+		}
+		errs := make([]error, 0, len(sc.plans))
+		for _, p := range sc.plans {
+			errs = append(errs, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "DEL", Err: err})
+		}
+		return errs
+	}
+	defer release()
+	clog := log.WithField("sandbox", sc.id)
+	if watch.touched(sc.id) {
+		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")
+		return nil
+	}
+	recorded, rerr := m.cache.ReadOrder(sc.id)
+	plans := make([]*plan, 0, len(sc.plans))
+	for _, p := range sc.plans {
+		if m.stillStale(p, recorded) {
+			plans = append(plans, p.plan)
+		} else {
+			planLog(clog, p.plan, "DEL").Debug("Stale attachment deleted by a teardown that ran since GC planned")
+		}
+	}
+	var errs []error
+	outcomes := m.deleteAll(ctx, plans, clog, "gc")
+	for _, o := range outcomes {
+		if o.Failure() {
+			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
+		}
+	}
+	m.pruneStaleRecord(sc.id, recorded, rerr, outcomes, clog)
+	return errs
+}
+
+// stillStale reports whether what GC planned p from is still there: its
+// cache file, or its line in the container's order record as read now. A
+// teardown that ran in between took both away; [Manager.ForgetPodCache]
+// took the file but recorded the attachment, which GC must then delete.
+// When the file's existence cannot be told, the DEL runs: it is
+// idempotent.
+func (m *Manager) stillStale(p *stalePlan, recorded []cache.Attachment) bool {
+	if p.from != "" {
+		if ok, err := m.cache.Exists(p.from); ok || err != nil {
+			return true
+		}
+	}
+	return slices.ContainsFunc(recorded, func(a cache.Attachment) bool {
+		return a.Network == p.Name && a.IfName == p.Ifname
+	})
+}
+
+// pruneStaleRecord updates the order record of a stale container after
+// GC's DELs, from the record as read under the container's lock (see
+// [Manager.pruneOrder]): an attachment leaves it only once its DEL
+// succeeded or its plugin said it is gone. An unreadable record goes once
+// no cache entry of the container is left, readable or corrupt.
+func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, outcomes []Outcome, log *logrus.Entry) {
+	if rerr == nil {
+		m.pruneOrder(id, recorded, nil, outcomes, log)
+		return
+	}
+	left, err := m.cache.ForContainer(id)
+	if err != nil {
+		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")
+		return
+	}
+	if len(left.Entries) > 0 || len(left.Corrupt) > 0 {
+		return
+	}
+	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
+	if err := m.cache.RemoveOrder(id); err != nil {
+		log.WithError(err).Warn("Cannot remove attachment order record")
+	}
+}
