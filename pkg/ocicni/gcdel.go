@@ -64,7 +64,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 	for _, p := range sc.plans {
 		if m.stillStale(p, recorded) {
 			plans = append(plans, p.plan)
-		} else {
+		} else if debugEnabled(clog) {
 			planLog(clog, p.plan, "DEL").Debug("Stale attachment deleted by a teardown that ran since GC planned")
 		}
 	}
