@@ -28,7 +28,7 @@ test: ## go vet, then every test of the main module with -race (as root, the net
 fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
 	bash .ci/fuzz
 
-bench: ## The suite BENCHMARKS.md reports (as root, ~15 min; BENCH_SCALE=0.2 for a quick look), into bench.out
+bench: ## The suite BENCHMARKS.md reports (as root, ~20 min; BENCH_SCALE=0.2 for a quick look), into bench.out
 	bash .ci/bench
 
 bench-gc: ## GC over 10,000 cache entries with real plugins, while pods are set up (root, several minutes), also written to bench-gc.out
