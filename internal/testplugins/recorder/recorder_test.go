@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -212,7 +213,9 @@ func execAsync(ctx context.Context, c []byte, verb string) <-chan error {
 	return done
 }
 
-// waitLines waits until path holds n lines and returns them.
+// waitLines waits until path holds n whole lines and returns them. The
+// plugin creates the file before it writes its line, so an empty file, or
+// a line without its newline yet, is not counted.
 func waitLines(t *testing.T, path string, n int) []string {
 	t.Helper()
 	var lines []string
@@ -221,7 +224,11 @@ func waitLines(t *testing.T, path string, n int) []string {
 		if !assert.NoError(c, err) {
 			return
 		}
-		lines = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		whole := string(b[:bytes.LastIndexByte(b, '\n')+1])
+		lines = nil
+		if whole != "" {
+			lines = strings.Split(strings.TrimSuffix(whole, "\n"), "\n")
+		}
 		assert.Len(c, lines, n)
 	}, 30*time.Second, 5*time.Millisecond)
 	return lines
