@@ -132,12 +132,9 @@ func (c *Cache) Remove(network, id, ifname string) error {
 // [Cache.ResultsDir] once made absolute and cleaned. An absent file is not
 // an error.
 func (c *Cache) RemoveFile(path string) error {
-	abs, err := filepath.Abs(path)
+	abs, err := c.inResults("remove", path)
 	if err != nil {
-		return fmt.Errorf("cache: remove %s: %w", path, err)
-	}
-	if filepath.Dir(abs) != filepath.Clean(c.ResultsDir()) {
-		return fmt.Errorf("%w: %s", ErrOutsideResults, path)
+		return err
 	}
 	if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: abs, Err: err}
@@ -151,12 +148,9 @@ func (c *Cache) RemoveFile(path string) error {
 // [ErrOutsideResults], any path that is not directly inside
 // [Cache.ResultsDir]. It follows no symlink.
 func (c *Cache) Exists(path string) (bool, error) {
-	abs, err := filepath.Abs(path)
+	abs, err := c.inResults("stat", path)
 	if err != nil {
-		return false, fmt.Errorf("cache: stat %s: %w", path, err)
-	}
-	if filepath.Dir(abs) != filepath.Clean(c.ResultsDir()) {
-		return false, fmt.Errorf("%w: %s", ErrOutsideResults, path)
+		return false, err
 	}
 	_, err = os.Lstat(abs)
 	switch {
@@ -167,6 +161,20 @@ func (c *Cache) Exists(path string) (bool, error) {
 	default:
 		return false, &EntryError{Path: abs, Err: err}
 	}
+}
+
+// inResults returns path made absolute and cleaned, or an error matching
+// [ErrOutsideResults] when it is not directly inside [Cache.ResultsDir].
+// op names the caller's operation in the error.
+func (c *Cache) inResults(op, path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("cache: %s %s: %w", op, path, err)
+	}
+	if filepath.Dir(abs) != filepath.Clean(c.ResultsDir()) {
+		return "", fmt.Errorf("%w: %s", ErrOutsideResults, path)
+	}
+	return abs, nil
 }
 
 // selector picks the files a scan reads and the entries it keeps.

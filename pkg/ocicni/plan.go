@@ -43,13 +43,15 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, att NetAttachment, entr
 	set *networkSet, log *logrus.Entry,
 ) (*plan, error) {
 	p := &plan{NetAttachment: att, id: pod.ID, known: entry != nil}
-	plog := log.WithFields(logrus.Fields{"network": att.Name, "ifname": att.Ifname})
+	plog := func() *logrus.Entry { // built only to warn
+		return log.WithFields(logrus.Fields{"network": att.Name, "ifname": att.Ifname})
+	}
 	if entry != nil {
 		list, policy, err := cachedList(entry.Config, att.Name, set)
 		if err == nil {
 			if netns == "" {
 				if netns, err = storedNetNS(entry.NetNS); err != nil {
-					plog.WithError(err).Warn("Ignoring the netns path of a cache entry")
+					plog().WithError(err).Warn("Ignoring the netns path of a cache entry")
 				}
 			}
 			p.list, p.policy = list, policy
@@ -61,7 +63,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, att NetAttachment, entr
 				CapabilityArgs: entry.CapabilityArgs,
 			}
 		} else {
-			plog.WithField("file", entry.Path).WithError(err).
+			plog().WithField("file", entry.Path).WithError(err).
 				Warn("Cached config unusable; falling back to the loaded config")
 		}
 	}
@@ -80,7 +82,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, att NetAttachment, entr
 	}
 	if entry != nil {
 		if err := entry.CheckLibcniResult(p.list.CNIVersion); err != nil {
-			plog.WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
+			plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
 			p.entryPath = entry.Path
 		}
 	}
