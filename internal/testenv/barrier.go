@@ -88,3 +88,15 @@ func (b *Barrier) Release(tb testing.TB) {
 		tb.Errorf("testenv: release barrier: %v", err)
 	}
 }
+
+// Rearm makes a released barrier hold again: later calls stop at it until
+// the next Release, and Inside counts from zero. Call it only while no
+// call is at the barrier or on its way to it.
+func (b *Barrier) Rearm(tb testing.TB) {
+	tb.Helper()
+	for _, f := range []string{b.ReleaseFile, b.EnteredFile} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			tb.Fatalf("testenv: rearm barrier: %v", err)
+		}
+	}
+}

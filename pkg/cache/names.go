@@ -12,10 +12,11 @@ import (
 
 // Field names used in [InvalidNameError.Field].
 const (
-	FieldNetwork     = "network"
-	FieldContainerID = "container ID"
-	FieldIfName      = "ifname"
-	FieldNetNS       = "netns path"
+	FieldNetwork      = "network"
+	FieldContainerID  = "container ID"
+	FieldIfName       = "ifname"
+	FieldNetNS        = "netns path"
+	FieldConfigDigest = "config digest"
 )
 
 // ValidateName checks that value, the field named by field (see

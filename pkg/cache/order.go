@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
@@ -28,7 +29,34 @@ type Attachment struct {
 	// NetNS is the sandbox's netns path at ADD, so that an attachment
 	// that never reached libcni's cache can still be deleted inside it.
 	NetNS string `json:"netns,omitempty"`
+	// Config is the digest of the exact config the attachment was added
+	// with, saved by [Cache.SaveConfig], so that it can be deleted when
+	// neither its cache entry nor its config file is left. Records of
+	// earlier versions have none.
+	Config string `json:"config,omitempty"`
+	// Heal is set while a failed DEL of the attachment waits to be
+	// retried in the background.
+	Heal *Heal `json:"heal,omitempty"`
 }
+
+// Heal is the retry state of an attachment whose DEL failed.
+type Heal struct {
+	// Attempts counts the failed DELs since the first failure.
+	Attempts int `json:"attempts"`
+	// Since is when the first DEL failed.
+	Since time.Time `json:"since"`
+	// Next is when the next retry is due.
+	Next time.Time `json:"next"`
+	// LastError is the last failure's message, for operators.
+	LastError string `json:"lastError,omitempty"`
+	// GaveUp is set once retries stopped: the attachment stays recorded
+	// for GC.
+	GaveUp bool `json:"gaveUp,omitempty"`
+}
+
+// Key returns the attachment's network and ifname, which identify it
+// within its container.
+func (a Attachment) Key() (network, ifname string) { return a.Network, a.IfName }
 
 type orderFile struct {
 	Kind        string       `json:"kind"`
@@ -53,17 +81,16 @@ func (c *Cache) orderPath(id string) (string, error) {
 }
 
 // WriteOrder records the attachments of container id, in order, replacing
-// any earlier record. The write is atomic: a temporary file in the same
-// directory is written and renamed over <dir>/ocicni/attachments/<id>, so a
-// reader sees the old record or the new one. The temporary file is a
-// record that [Cache.RemoveOrder] retired when there is one (see spares),
-// since creating a file can cost a pod's setup more than all the rest of
-// the manager's work. The record is not fsynced: it sits on
-// the hot path of every pod setup, and a record torn by a power loss only
-// costs the teardown order (it then reads as corrupt and the documented
-// fallback order applies).
-// Files are created 0600 and directories 0700. id and every name are checked
-// with [ValidateNames], and every NetNS with [ValidateNetNSPath].
+// any earlier record. The write is atomic and durable: a temporary file in
+// the same directory is written, synced and renamed over
+// <dir>/ocicni/attachments/<id>, and the directory is synced, so a reader
+// sees the old record or the new one, and after WriteOrder returns the new
+// one survives a power loss. The temporary file is a record that
+// [Cache.RemoveOrder] retired when there is one (see spares), since
+// creating a file can cost a pod's setup more than all the rest of the
+// manager's work. Files are created 0600 and directories 0700. id and
+// every name are checked with [ValidateNames], every NetNS with
+// [ValidateNetNSPath], and every Config with [ValidateDigest].
 func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	path, err := c.orderPath(id)
 	if err != nil {
@@ -83,28 +110,15 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	}
 	dir := filepath.Dir(path)
 	if spare := c.spares.take(dir); spare != "" && reuse(spare, path, data) {
+		if err := fsutil.SyncDir(dir); err != nil {
+			return fmt.Errorf("cache: write order: %w", err)
+		}
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, tmpPrefix+id+"-*") // mode 0600
-	if err != nil {
-		return fmt.Errorf("cache: write order: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("cache: write order: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("cache: write order: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err := fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+id+"-*", data); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
 	return nil
@@ -167,7 +181,12 @@ func (a Attachment) validate(id string) error {
 		return err
 	}
 	if a.NetNS != "" {
-		return ValidateNetNSPath(a.NetNS)
+		if err := ValidateNetNSPath(a.NetNS); err != nil {
+			return err
+		}
+	}
+	if a.Config != "" {
+		return ValidateDigest(a.Config)
 	}
 	return nil
 }

@@ -116,7 +116,7 @@ func (s *spares) adoptLocked(dir string) {
 }
 
 // reuse writes data into the spare file at spare, replacing its content,
-// and renames it to path. It reports false, having removed what it could,
+// syncs it and renames it to path (the caller syncs the directory). It reports false, having removed what it could,
 // when any step fails; the caller then creates a file instead.
 func reuse(spare, path string, data []byte) bool {
 	f, err := os.OpenFile(spare, os.O_WRONLY, 0)
@@ -127,8 +127,9 @@ func reuse(spare, path string, data []byte) bool {
 	// truncated to zero and rewritten when it is closed.
 	_, werr := f.WriteAt(data, 0)
 	terr := f.Truncate(int64(len(data)))
+	serr := f.Sync()
 	cerr := f.Close()
-	if werr != nil || terr != nil || cerr != nil || os.Rename(spare, path) != nil {
+	if werr != nil || terr != nil || serr != nil || cerr != nil || os.Rename(spare, path) != nil {
 		_ = os.Remove(spare)
 		return false
 	}

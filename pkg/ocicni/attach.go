@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 
@@ -107,23 +108,23 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 	return results, err
 }
 
-// attach brings up lo, records the order and runs every ADD, holding the
-// pod's lock. After a failed ADD it rolls back; when ctx is already done
-// the rollback goes on in the background, keeps holding the pod's lock
-// (release, which it then calls) and the returned *SetupError matches
-// ErrRollbackPending. In every other case the caller releases.
+// attach brings up lo, records the attachments durably and runs every
+// ADD, holding the pod's lock. After a failed ADD it rolls back (see
+// [Manager.failSetup]); when the caller's context ends before the
+// rollback does, the rollback goes on in the background, keeps holding
+// the pod's lock (release, which it then calls) and the returned
+// *SetupError matches ErrRollbackPending. In every other case the caller
+// releases.
 func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, release func()) ([]NetResult, error) {
 	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
-	order := make([]cache.Attachment, len(plans))
-	for i, p := range plans {
-		order[i] = cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS}
-	}
-	if err := m.cache.WriteOrder(pod.ID, order); err != nil {
-		log.WithError(err).Warn("Cannot record attachment order; teardown will use the fallback order")
+	order, err := m.recordSetup(pod, plans, log)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
 	}
 
+	ctx = withReason(ctx, reasonSetup)
 	results := make([]NetResult, 0, len(plans))
 	for i, p := range plans {
 		if debugEnabled(log) {
@@ -135,63 +136,105 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 			continue
 		}
 		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
-		if cerr := ctx.Err(); cerr != nil {
-			// The caller's deadline is a promise: return now, and let the
-			// rollback finish in the background under its own timeout.
-			serr.Cause, serr.RollbackPending = cerr, true
-			m.rollbacks.add()
-			go func() {
-				defer m.rollbacks.done()
-				defer release()
-				if rerr := m.rollback(ctx, pod, plans[:i+1], log); rerr != nil {
-					log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +
-						"the attachments stay recorded for teardown and GC")
-				} else {
-					log.Info("Background rollback of a setup whose deadline passed finished")
-				}
-			}()
-			return nil, serr
-		}
-		if rerr := m.rollback(ctx, pod, plans[:i+1], log); rerr != nil {
-			serr.Rollback = rerr
-		}
-		return nil, serr
+		// The record as it stands once the attachments never tried are
+		// dropped from it: the rollback settles it.
+		tried := slices.DeleteFunc(order, func(a cache.Attachment) bool {
+			return slices.ContainsFunc(plans[i+1:], func(q *plan) bool { return q.Name == a.Network && q.Ifname == a.IfName })
+		})
+		return nil, m.failSetup(ctx, pod, plans[:i+1], tried, serr, log, release)
 	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
 }
 
+// recordSetup saves the config of every plan and writes the sandbox's
+// order record, both durably, before any ADD runs, so that whatever a
+// crash or a power loss interrupts can still be deleted. It returns the
+// record. Attachments that an earlier setup of the same sandbox ID left
+// recorded are kept at the end of the record, so that teardown and GC
+// still delete them, but their pending DEL retries are cancelled: the
+// runtime is creating the sandbox again.
+func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
+	order := make([]cache.Attachment, 0, len(plans))
+	for _, p := range plans {
+		digest, err := m.cache.SaveConfig(p.list.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		order = append(order, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: digest})
+	}
+	old, _ := m.cache.ReadOrder(pod.ID) // an unreadable record is replaced
+	for _, a := range old {
+		if findLine(order, a.Network, a.IfName) != nil {
+			continue
+		}
+		if a.Heal != nil {
+			log.WithFields(logrus.Fields{"network": a.Network, "ifname": a.IfName}).
+				Info("Setup of the sandbox cancels a pending DEL retry; the attachment stays recorded for teardown and GC")
+			a.Heal = nil
+		}
+		order = append(order, a)
+	}
+	return order, m.cache.WriteOrder(pod.ID, order)
+}
+
+// failSetup rolls back a failed setup: DEL for the attachments in done, in
+// reverse order, under [WithRollbackTimeout]. It returns serr once the
+// rollback finished, with its failures; or, when ctx ends first, at once,
+// with serr matching ErrRollbackPending, and the rollback goes on in the
+// background and then calls release. The caller's deadline is a promise,
+// also when the ADD failed fast and the rollback is slow.
+func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, done []*plan, recorded []cache.Attachment,
+	serr *SetupError, log *logrus.Entry, release func(),
+) error {
+	finished := make(chan *TeardownError, 1)
+	m.rollbacks.add()
+	go func() {
+		defer m.rollbacks.done()
+		finished <- m.rollback(ctx, pod, done, recorded, log)
+	}()
+	select {
+	case rerr := <-finished:
+		return serr.withRollback(rerr)
+	case <-ctx.Done():
+	}
+	select {
+	case rerr := <-finished: // finished as the deadline passed
+		return serr.withRollback(rerr)
+	default:
+	}
+	serr.Cause, serr.RollbackPending = ctx.Err(), true
+	m.rollbacks.add()
+	go func() {
+		defer m.rollbacks.done()
+		defer release()
+		if rerr := <-finished; rerr != nil {
+			log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +
+				"the attachments stay recorded for DEL retries, teardown and GC")
+		} else {
+			log.Info("Background rollback of a setup whose deadline passed finished")
+		}
+	}()
+	return serr
+}
+
 // rollback deletes, in reverse order and best effort, the attachments of a
 // failed setup, including the one whose ADD failed. It runs under its own
-// timeout even when ctx has expired. The order record keeps exactly the
-// attachments whose rollback DEL failed, for teardown and GC. It returns
-// the failures, nil when every DEL succeeded.
-func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry) *TeardownError {
+// timeout even when ctx has ended, and settles the order record (see
+// [Manager.settle]): it keeps exactly the attachments whose DEL failed,
+// for retries, teardown and GC. It returns the failures, nil when every
+// DEL succeeded.
+func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, recorded []cache.Attachment, log *logrus.Entry) *TeardownError {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.rollbackTimeout)
 	defer cancel()
-	reversed := make([]*plan, len(plans))
-	for i, p := range plans {
-		reversed[len(plans)-1-i] = p
+	reversed := slices.Clone(plans)
+	slices.Reverse(reversed)
+	outcomes := m.deleteAll(rctx, reversed, log, reasonRollback)
+	m.settle(pod.ID, recorded, nil, reversed, outcomes, log)
+	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
+		return nil
 	}
-	outcomes := m.deleteAll(rctx, reversed, log, "rollback")
-	var left []cache.Attachment
-	for i := len(outcomes) - 1; i >= 0; i-- { // back to ADD order
-		if o := outcomes[i]; o.Failure() {
-			left = append(left, cache.Attachment{Network: o.Network, IfName: o.IfName, NetNS: pod.NetNS})
-		}
-	}
-	var err error
-	var terr *TeardownError
-	if len(left) == 0 {
-		err = m.cache.RemoveOrder(pod.ID)
-	} else {
-		terr = &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
-		err = m.cache.WriteOrder(pod.ID, left)
-	}
-	if err != nil {
-		log.WithError(err).Warn("Cannot update attachment order record after rollback")
-	}
-	return terr
+	return &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
 }
 
 // explainDefault turns a missing default network into an error that says

@@ -256,3 +256,42 @@ func TestShutdownKeepsServing(t *testing.T) {
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 	e.assertClean(pod, "netb")
 }
+
+// A setup whose second network's ADD fails at once, and whose rollback
+// DEL is slow, still returns by its deadline: the rollback started while
+// the context was live, and goes on in the background once it ends, with
+// the same ErrRollbackPending contract. It then finishes by itself.
+func TestSetupDeadlineAfterFastFailureWithSlowRollback(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	del := testenv.NewBarrier(t)
+	e.recordedBridge("good", nil)
+	e.addConf("failing", e.recorder("failing", "1.0.0", map[string]any{
+		"add": map[string]any{"errorCode": 11, "errorMsg": "no capacity"},
+		"del": del.Behaviour(nil),
+	}))
+	m := e.start()
+	pod := e.pod("p")
+	pod.Networks = []NetAttachment{{Name: "good"}, {Name: "failing"}}
+	ctx := newExpiringCtx()
+	done := setUpAsync(ctx, m, pod)
+
+	del.WaitEntered(t, 1) // the ADD failed and the rollback is held, with the caller's context still live
+	requirePending(t, done, "the setup returned before its deadline while the rollback ran")
+	ctx.expire()
+	err := requireDone(t, done, "SetUpPod at its deadline")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, ErrRollbackPending)
+	requirePluginError(t, err, "failing", "ADD", 11)
+	assert.Equal(t, 1, del.Inside(t), "the rollback is still held")
+	assert.Len(t, testenv.Reservations(t, e.dataDir, "good"), 1, "good's DEL comes after failing's")
+
+	del.Release(t)
+	require.Eventually(t, func() bool {
+		return len(testenv.Reservations(t, e.dataDir, "good")) == 0 && len(e.orderFiles()) == 0
+	}, 30*time.Second, 20*time.Millisecond, "the background rollback finished")
+	m.rollbacks.wait()
+	pod.Networks = nil
+	e.assertClean(pod, "good")
+	assert.Equal(t, []string{"failing", "good"}, e.callNetworks("DEL"), "rollback DELs in reverse order")
+}

@@ -59,9 +59,11 @@ func (e *itEnv) start(opts ...Option) *Manager {
 	logger, hook := test.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	e.log = hook
+	// Healing is off unless a test turns it on with WithHealing, so that
+	// the tests of other verbs count plugin calls that are all their own.
 	base := []Option{
 		WithConfDir(e.confDir), WithBinDirs(pluginDir), WithCacheDir(e.cacheDir),
-		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)),
+		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)), WithoutHealing(),
 	}
 	m, err := New(append(base, opts...)...)
 	require.NoError(e.t, err)

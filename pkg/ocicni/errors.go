@@ -160,6 +160,14 @@ type SetupError struct {
 	Cause           error // the context's error when the context ended
 }
 
+// withRollback returns e with the rollback's failures, if any.
+func (e *SetupError) withRollback(rerr *TeardownError) *SetupError {
+	if rerr != nil {
+		e.Rollback = rerr
+	}
+	return e
+}
+
 func (e *SetupError) Error() string {
 	msg := fmt.Sprintf("ocicni: setting up pod %s: %v", e.ContainerID, e.Err)
 	switch {

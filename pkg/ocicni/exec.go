@@ -55,7 +55,9 @@ func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData 
 	start := time.Now()
 	out, err := e.run(ctx, pluginPath, stdinData, environ)
 	if e.hook != nil {
-		e.hook(ctx, pluginRun(pluginPath, stdinData, environ, time.Since(start), err))
+		run := pluginRun(pluginPath, stdinData, environ, time.Since(start), err)
+		run.Reason, _ = ctx.Value(reasonKey{}).(string)
+		e.hook(ctx, run)
 	}
 	return out, err
 }
@@ -80,6 +82,27 @@ type PluginRun struct {
 	IfName      string // CNI_IFNAME
 	Duration    time.Duration
 	Err         error // as returned to libcni: typed, see the package doc
+	// Reason is why the manager ran the plugin: "setup", "status",
+	// "teardown", "rollback", "gc", or "heal" for a background retry of a
+	// failed DEL (see [HealPolicy]); "" for VERSION and STATUS.
+	Reason string
+}
+
+// Reasons for plugin runs, as [PluginRun.Reason] reports them.
+const (
+	reasonSetup    = "setup"
+	reasonStatus   = "status"
+	reasonTeardown = "teardown"
+	reasonRollback = "rollback"
+	reasonGC       = "gc"
+	reasonHeal     = "heal"
+)
+
+type reasonKey struct{}
+
+// withReason returns ctx carrying why the plugins run under it are run.
+func withReason(ctx context.Context, why string) context.Context {
+	return context.WithValue(ctx, reasonKey{}, why)
 }
 
 // PluginHook is called after every plugin run, on the goroutine that ran

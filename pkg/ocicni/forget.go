@@ -17,10 +17,10 @@ import (
 // removed. It is the replacement for deleting
 // /var/lib/cni/results/*<id>* by hand, which CRI-O does after a failed
 // teardown: before any file goes, every attachment the entries name is
-// added to the sandbox's attachment order record (with its netns), so
-// that a later [Manager.GC] that does not list the sandbox as valid still
-// runs DEL for it, with the loaded config, and releases what the plugins
-// hold. Each dropped entry is logged.
+// added to the sandbox's attachment order record (with its netns and its
+// cached config, saved next to the record), so that a later [Manager.GC]
+// that does not list the sandbox as valid still runs DEL for it, with
+// that config, and releases what the plugins hold. Each dropped entry is logged.
 //
 // Only pod.ID is used (and pod.NetNS, for entries that name no netns).
 // ForgetPodCache runs no plugin. It removes nothing when the record cannot
@@ -73,7 +73,15 @@ func (m *Manager) cachedFiles(pod *PodNetwork) ([]cachedFile, error) {
 		if nerr != nil || netns == "" {
 			netns = pod.NetNS
 		}
-		files = append(files, cachedFile{e.Path, cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}})
+		att := cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}
+		// The cached config goes with the record, so that GC deletes the
+		// attachment with it even when its config file is gone.
+		if digest, err := m.cache.SaveConfig(e.Config); err == nil {
+			att.Config = digest
+		} else {
+			return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
+		}
+		files = append(files, cachedFile{e.Path, att})
 	}
 	for _, ee := range listing.Corrupt {
 		files = append(files, cachedFile{ee.Path, cache.Attachment{Network: ee.Network, IfName: ee.IfName, NetNS: pod.NetNS}})

@@ -69,13 +69,13 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		}
 	}
 	var errs []error
-	outcomes := m.deleteAll(ctx, plans, clog, "gc")
+	outcomes := m.deleteAll(ctx, plans, clog, reasonGC)
 	for _, o := range outcomes {
 		if o.Failure() {
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
-	m.pruneStaleRecord(sc.id, recorded, rerr, outcomes, clog)
+	m.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
 	return errs
 }
 
@@ -98,12 +98,13 @@ func (m *Manager) stillStale(p *stalePlan, recorded []cache.Attachment) bool {
 
 // pruneStaleRecord updates the order record of a stale container after
 // GC's DELs, from the record as read under the container's lock (see
-// [Manager.pruneOrder]): an attachment leaves it only once its DEL
-// succeeded or its plugin said it is gone. An unreadable record goes once
-// no cache entry of the container is left, readable or corrupt.
-func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, outcomes []Outcome, log *logrus.Entry) {
-	if rerr == nil {
-		m.pruneOrder(id, recorded, nil, outcomes, log)
+// [Manager.settle]): an attachment leaves it only once its DEL succeeded
+// or its plugin said it is gone, and a failed one is retried in the
+// background. An unreadable record goes once no cache entry of the
+// container is left, readable or corrupt.
+func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
+	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
+		m.settle(id, recorded, rerr, plans, outcomes, log)
 		return
 	}
 	left, err := m.cache.ForContainer(id)

@@ -69,8 +69,9 @@ type records struct {
 
 // planGC lists the cache once, reads the order records once, and plans
 // the DELs of every attachment that neither a valid pod nor a setup seen
-// by watch owns. It takes no lock: what it reads may change before the
-// DELs run, which recheck under each container's lock.
+// by watch owns: for each other container, everything its inventory
+// holds (see [newInventory]). It takes no lock: what it reads may change
+// before the DELs run, which recheck under each container's lock.
 func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
 	// The records are read after the listing: a setup writes its record
 	// before its cache entry, so a half-written entry's record is seen.
@@ -78,6 +79,9 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	recs, errs := m.readRecords()
 	if lerr != nil {
 		errs = append(errs, lerr)
+	}
+	if len(errs) == 0 {
+		m.sweepConfigs(recs, log)
 	}
 	g := &gcPlan{recs: recs, byID: make(map[string][]*cache.Entry, len(listing.Entries))}
 	for _, e := range listing.Entries {
@@ -88,43 +92,66 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	errs = append(errs, verrs...)
 	keep := func(id string) bool { return g.validIDs[id] || watch.touched(id) }
 
+	corrupt, cerrs := m.corruptByID(listing.Corrupt, g, watch, set)
+	errs = append(errs, cerrs...)
+	ids := slices.Concat(slices.Collect(maps.Keys(g.byID)), slices.Collect(maps.Keys(corrupt)),
+		slices.Collect(maps.Keys(recs.byID)), slices.Collect(maps.Keys(recs.corrupt)))
+	slices.Sort(ids)
 	st := &staleSet{byID: map[string]*staleContainer{}}
-	cached := map[attachmentKey]bool{}
-	for _, e := range listing.Entries {
-		cached[attachmentKey{e.ContainerID, e.Network, e.IfName}] = true
-		if keep(e.ContainerID) {
+	for _, id := range slices.Compact(ids) {
+		if keep(id) {
 			continue
 		}
-		p, err := m.planFor(&PodNetwork{ID: e.ContainerID}, "", NetAttachment{Name: e.Network, Ifname: e.IfName}, e, set, log)
-		if err != nil {
-			errs = append(errs, &NetworkError{Network: e.Network, IfName: e.IfName, Verb: "DEL", Err: err})
-			continue
+		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
+		inv := newInventory(id, recs.byID[id], recs.corrupt[id], g.byID[id], corrupt[id], set, log)
+		sortSlotsForTeardown(inv.slots, inv.record)
+		for _, o := range inv.failures {
+			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
-		st.add(p, e.Path)
-	}
-	known := slices.Concat(slices.Collect(maps.Keys(recs.byID)), slices.Collect(maps.Keys(g.validIDs)), watch.ids())
-	for _, ee := range listing.Corrupt {
-		p, perr := m.planCorrupt(ee, known, keep, recs, set, log)
-		switch {
-		case perr != nil:
-			errs = append(errs, perr)
-		case p != nil:
-			st.add(p, p.entryPath)
-			cached[attachmentKey{p.id, p.Name, p.Ifname}] = true // planned here, so not again as uncached
-		}
-	}
-	for _, p := range m.planUncached(recs, keep, cached, set, log) {
-		st.add(p, "")
-	}
-	// Containers with a record but nothing to delete still get their
-	// record pruned, as a teardown would.
-	for _, id := range slices.Concat(slices.Sorted(maps.Keys(recs.byID)), slices.Sorted(maps.Keys(recs.corrupt))) {
-		if !keep(id) {
-			st.container(id)
+		for _, s := range inv.slots {
+			p, err := m.planFor(&PodNetwork{ID: id}, "", s, set, log)
+			if err != nil {
+				errs = append(errs, &NetworkError{Network: s.Name, IfName: s.Ifname, Verb: "DEL", Err: err})
+				continue
+			}
+			from := s.corrupt
+			if s.entry != nil {
+				from = s.entry.Path
+			}
+			sc.plans = append(sc.plans, &stalePlan{plan: p, from: from})
 		}
 	}
 	g.stale = st.list
 	return g, errs
+}
+
+// corruptByID groups corrupt cache files by container. A file whose name
+// cannot be split around a container ID the content names gets its names
+// guessed from the container IDs and network names GC knows of (see
+// [cache.GuessFileName]); one that still names nothing is an error, left
+// for the next GC.
+func (m *Manager) corruptByID(corrupt []*cache.EntryError, g *gcPlan, watch *setupWatch, set *networkSet,
+) (map[string][]*cache.EntryError, []error) {
+	out := map[string][]*cache.EntryError{}
+	var errs []error
+	var known []string
+	for _, ee := range corrupt {
+		if ee.Network == "" {
+			if known == nil {
+				known = slices.Concat(slices.Collect(maps.Keys(g.recs.byID)), slices.Collect(maps.Keys(g.validIDs)),
+					slices.Collect(maps.Keys(g.byID)), watch.ids())
+			}
+			guess := *ee
+			guess.Network, guess.ContainerID, guess.IfName = cache.GuessFileName(ee.Path, known, set.names())
+			ee = &guess
+		}
+		if ee.Network == "" || ee.ContainerID == "" {
+			errs = append(errs, &NetworkError{Verb: "DEL", Err: ee})
+			continue
+		}
+		out[ee.ContainerID] = append(out[ee.ContainerID], ee)
+	}
+	return out, errs
 }
 
 // staleSet gathers the stale containers' plans, by container, in the
@@ -142,11 +169,6 @@ func (s *staleSet) container(id string) *staleContainer {
 		s.list = append(s.list, sc)
 	}
 	return sc
-}
-
-func (s *staleSet) add(p *plan, from string) {
-	sc := s.container(p.id)
-	sc.plans = append(sc.plans, &stalePlan{plan: p, from: from})
 }
 
 // readRecords reads every order record. A listing failure is returned;
@@ -205,66 +227,4 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 		}
 	}
 	return ids, valid, errs
-}
-
-// planCorrupt plans the DEL of a corrupt cache entry with the loaded
-// config of its network. It returns (nil, nil) for entries of containers
-// to keep, and an error when the entry cannot be collected.
-func (m *Manager) planCorrupt(ee *cache.EntryError, knownIDs []string, keep func(id string) bool, recs *records,
-	set *networkSet, log *logrus.Entry,
-) (*plan, error) {
-	network, id, ifname := ee.Network, ee.ContainerID, ee.IfName
-	if network == "" {
-		network, id, ifname = cache.GuessFileName(ee.Path, knownIDs, set.names())
-	}
-	if keep(id) {
-		return nil, nil
-	}
-	if set.byName[network] == nil {
-		return nil, &NetworkError{
-			Network: network, IfName: ifname, Verb: "DEL",
-			Err: fmt.Errorf("%w (no loaded config to delete it with)", ee),
-		}
-	}
-	netns := ""
-	for _, a := range recs.byID[id] {
-		if a.Network == network && a.IfName == ifname {
-			netns = m.recordedNetNS(a, log)
-		}
-	}
-	p, perr := m.planFor(&PodNetwork{ID: id}, netns, NetAttachment{Name: network, Ifname: ifname}, nil, set, log)
-	if perr != nil {
-		return nil, perr
-	}
-	p.entryPath, p.known = ee.Path, true
-	return p, nil
-}
-
-// planUncached plans DELs for attachments that an order record lists but
-// the cache lacks, for containers not to keep. Attachments without a
-// loaded config get a plan without a list: they are reported as
-// [Orphaned] and stay recorded.
-func (m *Manager) planUncached(recs *records, keep func(id string) bool, cached map[attachmentKey]bool,
-	set *networkSet, log *logrus.Entry,
-) []*plan {
-	var plans []*plan
-	for _, id := range slices.Sorted(maps.Keys(recs.byID)) {
-		if keep(id) {
-			continue
-		}
-		for _, a := range recs.byID[id] {
-			if cached[attachmentKey{id, a.Network, a.IfName}] {
-				continue
-			}
-			att := NetAttachment{Name: a.Network, Ifname: a.IfName}
-			p, err := m.planFor(&PodNetwork{ID: id}, m.recordedNetNS(a, log), att, nil, set, log)
-			if err != nil { // cannot happen: the record's names were validated on read
-				log.WithError(err).Warn("Cannot plan DEL of a recorded attachment")
-				continue
-			}
-			p.known = true
-			plans = append(plans, p)
-		}
-	}
-	return plans
 }

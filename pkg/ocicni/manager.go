@@ -53,6 +53,7 @@ type Manager struct {
 	cancel    context.CancelFunc
 	watcher   *watcher       // nil without one; only its stats are read outside its goroutine
 	wg        sync.WaitGroup // the watcher
+	healer    *healer        // background DEL retries; its loop is counted in wg
 	reloading *inflight      // reloads run by runReloads
 	rollbacks *inflight      // background rollbacks (see SetupError)
 	shutdown  sync.Once
@@ -109,7 +110,15 @@ func New(opts ...Option) (*Manager, error) {
 		}
 		m.watcher = w
 	}
+	m.healer = newHealer(m, o.heal)
 	m.reload(m.ctx)
+	if !o.heal.Disabled {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.healer.run(m.ctx)
+		}()
+	}
 	if m.watcher != nil {
 		m.wg.Add(1)
 		go func() {
@@ -220,9 +229,12 @@ func (m *Manager) Skipped() []*ConfigError {
 	return append([]*ConfigError(nil), m.snapshot().skipped...)
 }
 
-// Shutdown stops the config watcher and waits for it, for the reloads and
-// plugin VERSION calls already running (each bounded by its timeout), and
-// for background rollbacks (each bounded by [WithRollbackTimeout]). As in
+// Shutdown stops the config watcher and the healing loop and waits for
+// them, for the reloads and plugin VERSION calls already running (each
+// bounded by its timeout), for background rollbacks (each bounded by
+// [WithRollbackTimeout]) and for the DEL retries in flight (each bounded
+// by [HealPolicy].Timeout). Retries not yet due stay recorded, and a
+// manager started later on the same cache dir resumes them. As in
 // cri-o/ocicni, the manager keeps serving every method afterwards, like a
 // manager created [WithoutWatcher]: a request for a network that is not
 // loaded reloads the conf dir. It is safe to call more than once.
@@ -232,5 +244,6 @@ func (m *Manager) Shutdown() error {
 	m.reloading.wait()
 	m.loader.versions.wait()
 	m.rollbacks.wait()
+	m.healer.active.wait()
 	return nil
 }

@@ -50,6 +50,7 @@ type options struct {
 	pluginEnv       []string
 	pluginHook      PluginHook
 	gcWorkers       int
+	heal            HealPolicy
 	versionWait     time.Duration // see versionWait; tests shorten it
 	versionTimeout  time.Duration // see versionTimeout; tests shorten it
 }
@@ -64,6 +65,7 @@ func defaultOptions() options {
 		rollbackTimeout: time.Minute,
 		debounce:        100 * time.Millisecond,
 		gcWorkers:       defaultGCWorkers(),
+		heal:            defaultHealPolicy(),
 		versionWait:     versionWait,
 		versionTimeout:  versionTimeout,
 	}
@@ -281,6 +283,35 @@ func WithPluginEnv(env ...string) Option {
 			}
 		}
 		o.pluginEnv = append(o.pluginEnv, env...)
+		return nil
+	}
+}
+
+// WithHealing tunes healing: a DEL that failed during a teardown, a
+// rollback or GC is retried in the background, with capped exponential
+// backoff and jitter, until it succeeds or its plugin answers code 3, so
+// that the teardown finishes even when the runtime never calls again.
+// Zero fields of p take their defaults (see [HealPolicy]); negative
+// durations or concurrency are refused.
+func WithHealing(p HealPolicy) Option {
+	return func(o *options) error {
+		if p.Initial < 0 || p.Max < 0 || p.Horizon < 0 || p.Timeout < 0 || p.Concurrency < 0 {
+			return fmt.Errorf("%w: negative heal policy field in %+v", ErrInvalidArgument, p)
+		}
+		if p.Max > 0 && p.Initial > p.Max {
+			return fmt.Errorf("%w: heal policy: Initial %v above Max %v", ErrInvalidArgument, p.Initial, p.Max)
+		}
+		o.heal = p.withDefaults()
+		return nil
+	}
+}
+
+// WithoutHealing turns healing off (see [WithHealing]): failed DELs stay
+// recorded for the runtime's next teardown and for GC only. Tools that
+// share a cache dir with a runtime's manager use it.
+func WithoutHealing() Option {
+	return func(o *options) error {
+		o.heal.Disabled = true
 		return nil
 	}
 }

@@ -54,7 +54,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		if err != nil {
 			entry = nil
 		}
-		p, err := m.planFor(&pod, pod.NetNS, att, entry, set, log)
+		p, err := m.planFor(&pod, pod.NetNS, &slot{NetAttachment: att, entry: entry}, set, log)
 		if err != nil {
 			return nil, err
 		}

@@ -6,8 +6,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
-
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // TearDownPod detaches the pod. See [Manager.TearDownPodWithContext].
@@ -43,27 +41,62 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	}
 	defer release()
 
-	recorded, rerr := m.cache.ReadOrder(pod.ID)
-	if rerr != nil {
-		log.WithError(rerr).Warn("Cannot read attachment order; using the fallback order")
-	}
-	plans, outcomes, err := m.teardownPlans(&pod, recorded, log)
+	inv, plans, err := m.teardownPlans(&pod, log)
 	if err != nil {
 		return nil, err
 	}
-	outcomes = append(outcomes, m.deleteAll(ctx, plans, log, "teardown")...)
+	outcomes := append(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown)...)
 	err = m.teardownResult(&pod, outcomes, log)
-	m.pruneOrder(pod.ID, recorded, rerr, outcomes, log)
+	m.settle(pod.ID, inv.record, inv.recordErr, plans, outcomes, log)
 	if err == nil {
 		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
 	}
 	return outcomes, err
 }
 
+// teardownPlans takes the pod's inventory and plans the DELs, in the
+// order to run them: the requested networks in reverse request order, or,
+// with none requested, every attachment the inventory holds in reverse
+// ADD order. With nothing known at all it plans the default network's
+// eth0: the ADD may have failed before anything was recorded, and DEL is
+// harmless when there is nothing to delete.
+func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory, []*plan, error) {
+	set := m.snapshot()
+	var requested []NetAttachment
+	if len(pod.Networks) > 0 {
+		atts, err := assignIfnames(pod.Networks, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		slices.Reverse(atts)
+		requested = atts
+	}
+	inv := m.takeInventory(pod.ID, requested, set, log)
+	if inv.recordErr != nil {
+		log.WithError(inv.recordErr).Warn("Cannot read attachment order; using the fallback order")
+	}
+	if requested == nil {
+		if len(inv.slots) == 0 && len(inv.failures) == 0 && set.defaultName != "" {
+			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: set.defaultName, Ifname: DefaultInterfaceName}})
+		}
+		sortSlotsForTeardown(inv.slots, inv.record)
+	}
+	plans := make([]*plan, 0, len(inv.slots))
+	for _, s := range inv.slots {
+		p, err := m.planFor(pod, pod.NetNS, s, set, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		plans = append(plans, p)
+	}
+	return inv, plans, nil
+}
+
 // deleteAll runs DEL for every plan in the given order and never stops
 // early. Attachments whose plugin reports the container unknown count as
 // deleted, and their cache entries are removed.
 func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome {
+	ctx = withReason(ctx, why)
 	outcomes := make([]Outcome, 0, len(plans))
 	for _, p := range plans {
 		plog := func() *logrus.Entry { return planLog(log, p, "DEL").WithField("reason", why) } // built only to log
@@ -180,39 +213,4 @@ func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logru
 		return &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
 	}
 	return nil
-}
-
-// pruneOrder updates the order record of container id after DELs: an
-// attachment leaves the record only once its DEL succeeded or its plugin
-// said it is gone, so a failed or orphaned attachment can still be found
-// by the next teardown or GC even when its cache entry is gone. recorded
-// and rerr are what [cache.Cache.ReadOrder] returned before the DELs. An
-// unreadable record cannot guide anything and goes once no DEL failed.
-// Failures are logged: the record then stays, and costs at most a
-// harmless repeated DEL.
-func (m *Manager) pruneOrder(id string, recorded []cache.Attachment, rerr error, outcomes []Outcome, log *logrus.Entry) {
-	var err error
-	switch {
-	case rerr != nil:
-		if !slices.ContainsFunc(outcomes, Outcome.Failure) {
-			err = m.cache.RemoveOrder(id)
-		}
-	case recorded == nil: // no record
-	default:
-		left := slices.DeleteFunc(slices.Clone(recorded), func(a cache.Attachment) bool {
-			return slices.ContainsFunc(outcomes, func(o Outcome) bool {
-				return o.ContainerID == id && o.Network == a.Network && o.IfName == a.IfName &&
-					(o.Class == Deleted || o.Class == AlreadyGone)
-			})
-		})
-		switch {
-		case len(left) == 0:
-			err = m.cache.RemoveOrder(id)
-		case len(left) < len(recorded):
-			err = m.cache.WriteOrder(id, left)
-		}
-	}
-	if err != nil {
-		log.WithError(err).Warn("Cannot update attachment order record")
-	}
 }

@@ -1,0 +1,75 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// SyncDir flushes the directory dir, so that the names created, renamed or
+// removed in it survive a power loss. It is the second half of a durable
+// write: the file itself is synced before it is renamed into dir.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	if serr != nil {
+		return fmt.Errorf("sync %s: %w", dir, serr)
+	}
+	return cerr
+}
+
+// WriteDurable writes data to a new temporary file in dir (mode 0600),
+// syncs it, renames it to name in dir, and syncs dir, so that after a
+// power loss name holds either its previous content or data, and never a
+// torn write. tmpPattern is the temporary file's pattern, as for
+// os.CreateTemp. dir must exist.
+func WriteDurable(dir, name, tmpPattern string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(dir, tmpPattern) // mode 0600
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// MkdirAllDurable is os.MkdirAll(dir, perm) that also syncs the parent of
+// every directory it creates, so that the new directories survive a power
+// loss. It does nothing when dir exists.
+func MkdirAllDurable(dir string, perm os.FileMode) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirAllDurable(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return SyncDir(parent)
+}

@@ -1,0 +1,192 @@
+package ocicni
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// slot is one attachment of a sandbox, with everything known of it.
+type slot struct {
+	NetAttachment
+	entry   *cache.Entry      // its readable cache entry, or nil
+	corrupt string            // the path of its corrupt cache file, or ""
+	rec     *cache.Attachment // its line in the order record (saved config, netns, heal state), or nil
+}
+
+// known reports whether anything on disk names the attachment, so that it
+// may exist: having no config to delete it with is then a failure
+// ([Orphaned]), not a warning.
+func (s *slot) known() bool { return s.entry != nil || s.corrupt != "" || s.rec != nil }
+
+// inventory is what is known of one sandbox's attachments: the networks a
+// request names, the libcni cache entries, and the order record with its
+// saved configs and pending heals. It is the one answer to "which
+// attachments does this sandbox have"; teardown, healing and GC act on it.
+type inventory struct {
+	id    string
+	slots []*slot // each (network, ifname) once
+	// record is the order record as read (nil: none); recordErr says why
+	// it could not be read.
+	record    []cache.Attachment
+	recordErr error
+	// failures are what no DEL can act on: a cache that cannot be listed,
+	// corrupt files that name no attachment or have no config to delete
+	// them with. They stay on disk for the next teardown or GC.
+	failures []Outcome
+}
+
+// takeInventory reads what is known of sandbox id's attachments. With
+// requested attachments it holds exactly those, in the order given;
+// otherwise every attachment that the cache or the order record knows of
+// (see [newInventory]).
+func (m *Manager) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
+	record, rerr := m.cache.ReadOrder(id)
+	if len(requested) == 0 {
+		listing, err := m.cache.ForContainer(id)
+		inv := newInventory(id, record, rerr, listing.Entries, listing.Corrupt, set, log)
+		if err != nil {
+			inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: err})
+		}
+		return inv
+	}
+	inv := &inventory{id: id, record: record, recordErr: rerr}
+	for _, a := range requested {
+		s := &slot{NetAttachment: a, rec: findLine(record, a.Name, a.Ifname)}
+		// Without a readable entry the saved or loaded config DELs; libcni
+		// must then not read a corrupt file (it may be a FIFO, or huge), so
+		// its path is kept. Any other read error means there is no entry.
+		e, err := m.cache.Get(a.Name, id, a.Ifname)
+		var ee *cache.EntryError
+		switch {
+		case err == nil:
+			s.entry = e
+		case errors.Is(err, cache.ErrCorruptEntry) && errors.As(err, &ee):
+			s.corrupt = ee.Path
+		}
+		inv.slots = append(inv.slots, s)
+	}
+	return inv
+}
+
+// newInventory merges what is on disk for sandbox id: its readable cache
+// entries, its corrupt cache files, and its order record. This is the
+// merge rule:
+//   - every readable entry is an attachment;
+//   - a corrupt file is one when its name names the attachment and there
+//     is a config to delete it with (saved with the record, or loaded);
+//     otherwise it is a failure, left for the next teardown or GC;
+//   - every record line that neither names is an attachment: an ADD that
+//     failed, or crashed, before libcni cached it, or an entry that was
+//     removed by hand;
+//   - every attachment carries its record line, if any.
+func newInventory(id string, record []cache.Attachment, rerr error, entries []*cache.Entry, corrupt []*cache.EntryError,
+	set *networkSet, log *logrus.Entry,
+) *inventory {
+	inv := &inventory{id: id, record: record, recordErr: rerr}
+	for _, e := range entries {
+		a := NetAttachment{Name: e.Network, Ifname: e.IfName}
+		inv.slots = append(inv.slots, &slot{NetAttachment: a, entry: e, rec: findLine(record, a.Name, a.Ifname)})
+	}
+	for _, ee := range corrupt {
+		a := NetAttachment{Name: ee.Network, Ifname: ee.IfName}
+		rec := findLine(record, a.Name, a.Ifname)
+		switch {
+		case ee.Network == "":
+			inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: ee})
+		case set.byName[a.Name] == nil && (rec == nil || rec.Config == ""):
+			inv.failures = append(inv.failures, Outcome{
+				ContainerID: id, Network: a.Name, IfName: a.Ifname, Class: Failed,
+				Err: fmt.Errorf("%w (no saved or loaded config to delete it with)", ee),
+			})
+		default:
+			log.WithError(ee).WithFields(logrus.Fields{"file": filepath.Base(ee.Path), "network": a.Name}).
+				Warn("Corrupt CNI cache entry; deleting with the saved or loaded config")
+			inv.slots = append(inv.slots, &slot{NetAttachment: a, corrupt: ee.Path, rec: rec})
+		}
+	}
+	for i := range record {
+		a := &record[i]
+		if inv.find(a.Network, a.IfName) == nil && !slices.ContainsFunc(inv.failures, func(o Outcome) bool {
+			return o.Network == a.Network && o.IfName == a.IfName
+		}) {
+			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: a.Network, Ifname: a.IfName}, rec: a})
+		}
+	}
+	warnDuplicateIfnames(inv.slots, log)
+	return inv
+}
+
+func (inv *inventory) find(network, ifname string) *slot {
+	for _, s := range inv.slots {
+		if s.Name == network && s.Ifname == ifname {
+			return s
+		}
+	}
+	return nil
+}
+
+// findLine returns the record's line for (network, ifname), or nil.
+func findLine(record []cache.Attachment, network, ifname string) *cache.Attachment {
+	for i := range record {
+		if record[i].Network == network && record[i].IfName == ifname {
+			return &record[i]
+		}
+	}
+	return nil
+}
+
+// sortForTeardown orders attachments for DEL: those missing from the
+// recorded ADD order first, by network then ifname descending, then the
+// recorded ones in reverse ADD order.
+func sortForTeardown(keys []NetAttachment, recorded []cache.Attachment) {
+	slices.SortStableFunc(keys, teardownOrder(recorded))
+}
+
+func sortSlotsForTeardown(slots []*slot, recorded []cache.Attachment) {
+	cmp := teardownOrder(recorded)
+	slices.SortStableFunc(slots, func(a, b *slot) int { return cmp(a.NetAttachment, b.NetAttachment) })
+}
+
+func teardownOrder(recorded []cache.Attachment) func(a, b NetAttachment) int {
+	pos := make(map[NetAttachment]int, len(recorded))
+	for i, a := range recorded {
+		pos[NetAttachment{Name: a.Network, Ifname: a.IfName}] = i
+	}
+	return func(a, b NetAttachment) int {
+		pa, oka := pos[a]
+		pb, okb := pos[b]
+		switch {
+		case oka && okb:
+			return pb - pa
+		case oka != okb:
+			if oka {
+				return 1
+			}
+			return -1
+		}
+		if c := strings.Compare(b.Name, a.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Ifname, a.Ifname)
+	}
+}
+
+func warnDuplicateIfnames(slots []*slot, log *logrus.Entry) {
+	nets := map[string][]string{}
+	for _, s := range slots {
+		nets[s.Ifname] = append(nets[s.Ifname], s.Name)
+	}
+	for ifname, names := range nets {
+		if len(names) > 1 {
+			log.WithFields(logrus.Fields{"ifname": ifname, "networks": names}).
+				Warn("Several networks claim the same interface name; deleting each of them")
+		}
+	}
+}
