@@ -83,11 +83,14 @@
 // Nothing waits for the gate exclusively while holding it shared or
 // holding a sandbox's lock, so GC and pod operations cannot deadlock. A pod
 // operation waits at most for GC's DELs of its own sandbox, or for the GC
-// verbs (once GC waits for the gate, new operations queue behind it, so
-// that it cannot starve), never for a whole GC. The network set is an
-// atomic pointer, so neither [Manager.Status] nor a new pod ever waits for
-// a reload or for another pod's plugins, and no lock that they need is
-// held while a plugin runs. Every lock wait respects the context.
+// verbs (at most 10 s), never for a whole GC, and never for another
+// sandbox's plugins: GC waiting for the gate holds back no new operation.
+// It takes the gate when no operation is in flight; if its context ends
+// first, it skips the verbs ([ErrGCVerbsSkipped]) and the next GC sends
+// them. The network set is an atomic pointer, so neither [Manager.Status]
+// nor a new pod ever waits for a reload or for another pod's plugins, and
+// no lock that they need is held while a plugin runs. Every lock wait
+// respects the context.
 //
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
@@ -275,10 +278,14 @@
 // DELs of one sandbox run one after the other), each under that sandbox's
 // lock, skipping what a concurrent teardown deleted meanwhile. Only the GC
 // verb runs with the gate held exclusively, so no ADD runs while plugins
-// collect. A sandbox whose setup was in flight when GC began, or began
-// since, may be missing from the valid pods: GC deletes nothing of it, and
-// passes its attachments to the GC verb as valid, so a plugin's GC never
-// releases what a pod being set up holds.
+// collect. GC takes the gate when no pod operation is in flight, without
+// holding back new ones, and sends the verbs within 10 s. A network it did
+// not reach by then, or by the end of its context, gets an error matching
+// [ErrGCVerbsSkipped], and the next GC sends it the verb. A sandbox whose
+// setup was in flight when GC began, or began since, may be missing from
+// the valid pods: GC deletes nothing of it, and passes its attachments to
+// the GC verb as valid, so a plugin's GC never releases what a pod being
+// set up holds.
 //
 // # Bad input
 //

@@ -52,6 +52,13 @@ var (
 	// ErrNoConfig means an attachment has neither a loaded config nor a
 	// cache entry, so no plugin can be run for it.
 	ErrNoConfig = errors.New("ocicni: no config and no cache entry for attachment")
+	// ErrGCVerbsSkipped is matched by the *[NetworkError] (Verb "GC") that
+	// [Manager.GC] returns for a network it did not send the GC verb to:
+	// its context ended while pod operations held the gate, or the verbs
+	// of the networks before it used up their bound. The error also
+	// matches the context's error. Nothing was lost: the next GC sends
+	// the verb.
+	ErrGCVerbsSkipped = errors.New("ocicni: GC verb not sent; the next GC sends it")
 )
 
 // InvalidArgumentError names the offending field of a rejected request.

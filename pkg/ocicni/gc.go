@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -37,7 +38,8 @@ import (
 // network. It never modifies validPods.
 //
 // GC never stalls pod operations for longer than one DEL of one container
-// or the GC verbs themselves. It runs in three phases:
+// or the GC verbs themselves, which run for at most 10 s. It runs in three
+// phases:
 //
 //  1. Planning takes no lock. It lists the cache and reads the order
 //     records once, and plans the DELs.
@@ -50,7 +52,13 @@ import (
 //     it planned from nor the attachment's line in the order record is
 //     left), and it prunes the order record as read under the lock.
 //  3. The GC verbs run with the gate held exclusively, and no other lock,
-//     so no ADD or DEL runs meanwhile.
+//     so no ADD or DEL runs meanwhile. GC takes the gate at a moment when
+//     no pod operation is in flight, and does not hold back new ones while
+//     it waits. If ctx ends first (a node that is never idle can starve
+//     it), or the verbs use up their 10 s, each network not sent the verb
+//     gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
+//     context's error (context.DeadlineExceeded for the 10 s); the next
+//     GC sends it.
 //
 // Pods that are set up while GC runs may be missing from validPods, and
 // planning saw them half set up. From before planning until GC returns,
@@ -80,28 +88,65 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	return errors.Join(errs...)
 }
 
+// gcVerbsBound bounds the GC verbs of one GC call, on top of the
+// caller's context. They run with the gate held exclusively, so this is
+// the longest a pod operation waits for them. The networks not reached
+// within it get [ErrGCVerbsSkipped]; the next GC sends them the verb.
+const gcVerbsBound = 10 * time.Second
+
+// errGCVerbsBound is the cause of a GC verb cut short by gcVerbsBound.
+var errGCVerbsBound = fmt.Errorf("ocicni: GC verbs ran past their %v bound: %w", gcVerbsBound, context.DeadlineExceeded)
+
 // gcVerbsExclusive takes the gate exclusively and sends the GC verbs, with
 // the valid attachments of the plan and those of every setup that watch
-// saw. Without a network to send GC to it takes no lock.
+// saw. Without a network to send GC to it takes no lock. The gate never
+// holds back new pod operations while GC waits for it (see gate); when ctx
+// ends first, every target network gets [ErrGCVerbsSkipped].
 func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPlan, watch *setupWatch) []error {
 	targets := gcTargets(set)
 	if len(targets) == 0 {
 		return nil
 	}
 	if err := m.gate.lock(ctx); err != nil {
-		return []error{fmt.Errorf("ocicni: waiting to send GC: %w", err)}
+		return skippedVerbs(targets, fmt.Errorf("waiting for the pod operations in flight: %w", err))
 	}
 	defer m.gate.unlock()
 	m.protectSetups(g, watch)
+	return m.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
+}
+
+// sendGCVerbs sends GC to each target network in turn, within bound. The
+// networks it does not reach in time get [ErrGCVerbsSkipped].
+func (m *Manager) sendGCVerbs(ctx context.Context, bound time.Duration, set *networkSet, targets []string, valid *validSet) []error {
+	vctx, cancel := context.WithTimeoutCause(ctx, bound, errGCVerbsBound)
+	defer cancel()
 	var errs []error
-	for _, name := range targets {
-		va := g.valid.byNet[name]
+	for i, name := range targets {
+		if vctx.Err() != nil {
+			return append(errs, skippedVerbs(targets[i:], context.Cause(vctx))...)
+		}
+		va := valid.byNet[name]
 		if va == nil {
 			va = []types.GCAttachment{} // never nil: libcni reads nil as "delete everything"
 		}
-		if err := m.gcVerb(ctx, set.byName[name].list, va); err != nil {
+		err := m.gcVerb(vctx, set.byName[name].list, va)
+		if err != nil && vctx.Err() != nil {
+			// The plugin's error does not say that it was killed, or why.
+			err = fmt.Errorf("%w (cut short: %w)", err, context.Cause(vctx))
+		}
+		if err != nil {
 			errs = append(errs, &NetworkError{Network: name, Verb: "GC", Err: err})
 		}
+	}
+	return errs
+}
+
+// skippedVerbs returns, for each of networks, a GC *NetworkError that
+// matches ErrGCVerbsSkipped and wraps why.
+func skippedVerbs(networks []string, why error) []error {
+	errs := make([]error, 0, len(networks))
+	for _, name := range networks {
+		errs = append(errs, &NetworkError{Network: name, Verb: "GC", Err: fmt.Errorf("%w: %w", ErrGCVerbsSkipped, why)})
 	}
 	return errs
 }

@@ -53,15 +53,24 @@ func (p *podLocks) unref(id string, l *podLock) {
 	p.mu.Unlock()
 }
 
-// gate is a context-aware reader/writer lock. Pod operations hold it
-// shared; GC holds it exclusively. A waiting writer blocks new readers so
-// that GC cannot starve.
+// gate is a context-aware reader/writer lock. Pod operations, and GC's
+// DELs of stale sandboxes, hold it shared; GC holds it exclusively only
+// while it sends the GC verbs, so that no ADD runs while a plugin
+// collects.
+//
+// The gate prefers readers. A waiting writer sets nothing that readers
+// wait for: it takes the gate at a moment when no reader holds it, and
+// gives up when its context ends first. A reader therefore waits only
+// for a writer that already holds the gate, never for the readers in
+// flight on other sandboxes. The price is that a writer can starve on a
+// node that is never without a pod operation in flight; GC then skips
+// its verbs (see [ErrGCVerbsSkipped]).
 type gate struct {
 	mu      sync.Mutex // guards the fields below
 	readers int
 	writer  bool
-	waiting int           // writers waiting
-	changed chan struct{} // closed and replaced on every release
+	waiting int           // writers waiting; readers ignore it (tests and debugging read it)
+	changed chan struct{} // closed and replaced when the last reader or the writer leaves
 }
 
 func newGate() *gate { return &gate{changed: make(chan struct{})} }
@@ -71,9 +80,10 @@ func (g *gate) broadcast() {
 	g.changed = make(chan struct{})
 }
 
+// rlock takes the gate shared. It waits only while a writer holds it.
 func (g *gate) rlock(ctx context.Context) error {
 	g.mu.Lock()
-	for g.writer || g.waiting > 0 {
+	for g.writer {
 		ch := g.changed
 		g.mu.Unlock()
 		select {
@@ -91,13 +101,25 @@ func (g *gate) rlock(ctx context.Context) error {
 func (g *gate) runlock() {
 	g.mu.Lock()
 	g.readers--
-	g.broadcast()
+	if g.readers == 0 {
+		g.broadcast() // the only release a waiting writer wants
+	}
 	g.mu.Unlock()
 }
 
+// lock takes the gate exclusively once neither a reader nor a writer
+// holds it, without holding back new readers meanwhile. It returns
+// ctx.Err(), without the gate, when ctx ends first (or has ended).
 func (g *gate) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	g.mu.Lock()
 	g.waiting++
+	defer func() {
+		g.waiting--
+		g.mu.Unlock()
+	}()
 	for g.writer || g.readers > 0 {
 		ch := g.changed
 		g.mu.Unlock()
@@ -105,16 +127,11 @@ func (g *gate) lock(ctx context.Context) error {
 		case <-ch:
 		case <-ctx.Done():
 			g.mu.Lock()
-			g.waiting--
-			g.broadcast()
-			g.mu.Unlock()
 			return ctx.Err()
 		}
 		g.mu.Lock()
 	}
-	g.waiting--
 	g.writer = true
-	g.mu.Unlock()
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
 func TestPodLocksSerializeOnePod(t *testing.T) {
@@ -51,34 +53,135 @@ func TestPodLocksIndependentPodsAndContext(t *testing.T) {
 	assert.Empty(t, p.locks)
 }
 
-func TestGateWriterExcludesReaders(t *testing.T) {
-	g := newGate()
-	require.NoError(t, g.rlock(context.Background()))
-	require.NoError(t, g.rlock(context.Background()))
+// gateAsync runs fn (a gate method) in a goroutine and returns its error
+// channel.
+func gateAsync(ctx context.Context, fn func(context.Context) error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	return done
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, g.lock(ctx), context.DeadlineExceeded, "writer waits for readers")
-
-	locked := make(chan struct{})
-	go func() {
-		assert.NoError(t, g.lock(context.Background()))
-		close(locked)
-	}()
-	// A waiting writer blocks new readers.
+// waitGateWriters waits until n writers wait for g.
+func waitGateWriters(t *testing.T, g *gate, n int) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.waiting == 1
-	}, time.Second, time.Millisecond)
-	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer rcancel()
-	require.ErrorIs(t, g.rlock(rctx), context.DeadlineExceeded)
+		return g.waiting == n
+	}, testenv.BarrierTimeout, time.Millisecond, "%d writers wait for the gate", n)
+}
 
-	g.runlock()
-	g.runlock()
-	<-locked
-	g.unlock()
-	require.NoError(t, g.rlock(context.Background()))
-	g.runlock()
+// gateState returns what holds g: its readers, and whether a writer does.
+func gateState(g *gate) (readers int, writer bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.readers, g.writer
+}
+
+// The gate prefers readers: a waiting writer (GC) holds back no reader (a
+// pod operation), gets in once the readers have drained, and gives up
+// when its context ends, leaving the gate as it found it. Every step
+// waits for an event; nothing is proven by waiting a while.
+func TestGate(t *testing.T) {
+	t.Parallel()
+	bg := context.Background()
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, g *gate)
+	}{{
+		name: "a waiting writer does not block new readers",
+		run: func(t *testing.T, g *gate) {
+			t.Helper()
+			require.NoError(t, g.rlock(bg)) // an operation in flight
+			locked := gateAsync(bg, g.lock)
+			waitGateWriters(t, g, 1)
+			for range 3 { // new operations, on other sandboxes
+				require.NoError(t, requireDone(t, gateAsync(bg, g.rlock), "rlock behind a waiting writer"))
+			}
+			requirePending(t, locked, "the writer got in while readers held the gate")
+			for range 4 {
+				g.runlock()
+			}
+			require.NoError(t, requireDone(t, locked, "lock"))
+			g.unlock()
+		},
+	}, {
+		name: "the writer gets in once the readers drain, and then excludes readers",
+		run: func(t *testing.T, g *gate) {
+			t.Helper()
+			require.NoError(t, g.rlock(bg))
+			require.NoError(t, g.rlock(bg))
+			locked := gateAsync(bg, g.lock)
+			waitGateWriters(t, g, 1)
+			g.runlock()
+			requirePending(t, locked, "the writer got in while a reader held the gate")
+			g.runlock()
+			require.NoError(t, requireDone(t, locked, "lock after the readers drained"))
+
+			readers, writer := gateState(g)
+			assert.Equal(t, 0, readers)
+			assert.True(t, writer)
+			ended, cancel := context.WithCancel(bg)
+			cancel()
+			require.ErrorIs(t, g.rlock(ended), context.Canceled, "a reader waits while the writer holds the gate")
+			g.unlock()
+			require.NoError(t, g.rlock(ended), "a reader does not wait once the writer left")
+			g.runlock()
+		},
+	}, {
+		name: "a writer whose context ends gives up and leaves the gate usable",
+		run: func(t *testing.T, g *gate) {
+			t.Helper()
+			require.NoError(t, g.rlock(bg))
+			ctx, cancel := context.WithCancel(bg)
+			locked := gateAsync(ctx, g.lock)
+			waitGateWriters(t, g, 1)
+			cancel()
+			require.ErrorIs(t, requireDone(t, locked, "lock after its context ended"), context.Canceled)
+			waitGateWriters(t, g, 0)
+			readers, writer := gateState(g)
+			assert.Equal(t, 1, readers, "the reader still holds the gate")
+			assert.False(t, writer)
+
+			require.NoError(t, g.rlock(bg))
+			g.runlock()
+			g.runlock()
+			require.NoError(t, requireDone(t, gateAsync(bg, g.lock), "lock of the idle gate"))
+			g.unlock()
+		},
+	}, {
+		name: "a writer whose context has ended does not take even an idle gate",
+		run: func(t *testing.T, g *gate) {
+			t.Helper()
+			ctx, cancel := context.WithCancel(bg)
+			cancel()
+			require.ErrorIs(t, g.lock(ctx), context.Canceled)
+			readers, writer := gateState(g)
+			assert.Equal(t, 0, readers)
+			assert.False(t, writer)
+			require.NoError(t, g.rlock(bg))
+			g.runlock()
+		},
+	}, {
+		name: "writers take the gate one at a time",
+		run: func(t *testing.T, g *gate) {
+			t.Helper()
+			require.NoError(t, g.lock(bg))
+			second := gateAsync(bg, g.lock)
+			waitGateWriters(t, g, 1)
+			requirePending(t, second, "a second writer got in while the first held the gate")
+			g.unlock()
+			require.NoError(t, requireDone(t, second, "the second lock"))
+			g.unlock()
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGate()
+			tc.run(t, g)
+			readers, writer := gateState(g)
+			assert.Equal(t, 0, readers, "every reader released")
+			assert.False(t, writer, "the writer released")
+		})
+	}
 }

@@ -35,8 +35,12 @@ type Manager struct {
 	// Nothing waits for the gate exclusively while holding it shared or
 	// holding a pod lock, so GC cannot deadlock with pod operations, and a
 	// pod waits for at most one DEL of GC (that of its own container) or
-	// for the GC verbs. setups.mu is a leaf, taken under any of these and
-	// never held while waiting. Pod operations never take the loader's
+	// for the GC verbs (bounded by gcVerbsBound). The gate prefers
+	// readers: GC waiting for it exclusively holds back no pod operation,
+	// so a pod never queues behind another sandbox's plugins; GC takes it
+	// when no pod operation is in flight, or skips its verbs when its
+	// context ends first. setups.mu is a leaf, taken under any of these
+	// and never held while waiting. Pod operations never take the loader's
 	// lock: a missing network makes them ask reloads for a reload and wait
 	// for it with their context. The loader's lock comes before
 	// reloads.mu. nets is an atomic pointer read without locks, so Status
