@@ -180,10 +180,18 @@
 //     (code 3; counts as success), [RetryLater] (code 11, an expired
 //     context, a plugin binary that is gone), [Failed] or [Orphaned].
 //   - libcni stops a list's DEL at the first plugin that answers code 3,
-//     so plugins before it in the list get no DEL. The spec allows it; the
-//     manager counts the attachment as deleted and logs a warning naming
-//     the network, and GC (the plugins' own, at CNI 1.1) must collect what
-//     those plugins kept.
+//     so plugins before it in the list (bridge, host-local) get no DEL and
+//     what they hold would leak. The spec allows it, but DEL is idempotent,
+//     so by default the manager then runs DEL for every plugin of the list
+//     itself, last to first, as single-plugin lists without prevResult:
+//     the plugins before the code-3 plugin and those after it (again) all
+//     get their DEL, and code 3 from any of them counts as success. The
+//     attachment is [Deleted] once each DEL succeeded or answered code 3;
+//     otherwise the first other failure is its outcome and its cache entry
+//     stays. The same applies to rollbacks and GC. With
+//     [WithDELStopAtUnknownContainer] the manager keeps libcni's behaviour:
+//     the attachment is [AlreadyGone], a warning names the network, and GC
+//     (the plugins' own, at CNI 1.1) must collect what those plugins kept.
 //   - Under the [Strict] policy (the default) failures are returned as a
 //     [TeardownError], which names each failed network and ifname and
 //     unwraps to one [NetworkError] per failure, so errors.As reaches the

@@ -46,7 +46,7 @@ type options struct {
 	policy          TeardownPolicy
 	rollbackTimeout time.Duration
 	debounce        time.Duration
-	delPastUnknown  bool
+	delStopAtCode3  bool // libcni's list DEL only; see WithDELStopAtUnknownContainer
 	pluginEnv       []string
 	pluginHook      PluginHook
 	gcWorkers       int
@@ -242,18 +242,37 @@ func WithGCWorkers(n int) Option {
 	}
 }
 
-// WithDELPastUnknownContainer makes a list's DEL continue past a plugin
-// that answers code 3 (unknown container). libcni stops a list's DEL
-// there, as the spec allows, so the plugins before it in the list (an
-// IPAM-holding bridge, say) never get their DEL. With this option the
-// manager then runs DEL for every plugin of the list itself, last to
-// first, each counting code 3 as success, so that each plugin releases
-// what it holds. Those DELs run without prevResult.
-func WithDELPastUnknownContainer() Option {
+// WithDELStopAtUnknownContainer restores libcni's behaviour for a list
+// whose DEL meets a plugin that answers code 3 (unknown container): the
+// list's DEL stops there, as the spec allows, so the plugins before it in
+// the list (an IPAM-holding bridge, say) get no DEL. The attachment still
+// counts as [AlreadyGone], and a warning names the network; what those
+// plugins hold stays until GC (the plugins' own, at CNI 1.1) collects it.
+//
+// Without this option the manager then runs DEL for every plugin of the
+// list itself, last to first, as single-plugin lists: code 3 from one of
+// them does not stop the others and counts as success, so that each
+// plugin releases what it holds (DEL is idempotent, so a plugin that
+// already got its DEL from the list gets it again harmlessly). Those DELs
+// run without prevResult. The attachment is then [Deleted] when every
+// plugin's DEL succeeded or answered code 3, and its cache entry is
+// removed; otherwise it carries the first other failure, and its cache
+// entry is kept for a retry.
+func WithDELStopAtUnknownContainer() Option {
 	return func(o *options) error {
-		o.delPastUnknown = true
+		o.delStopAtCode3 = true
 		return nil
 	}
+}
+
+// WithDELPastUnknownContainer does nothing: continuing a list's DEL past a
+// plugin that answers code 3 is now the default. It is kept so that code
+// that passes it still compiles. See [WithDELStopAtUnknownContainer].
+//
+// Deprecated: continuing past code 3 is the default. Use
+// [WithDELStopAtUnknownContainer] for libcni's behaviour.
+func WithDELPastUnknownContainer() Option {
+	return func(*options) error { return nil }
 }
 
 // WithPluginHook registers a hook that is called after every plugin run

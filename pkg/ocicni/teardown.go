@@ -116,7 +116,11 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			cni = m.cniNoCache
 		}
 		err := cni.DelNetworkList(ctx, p.list, p.rt)
-		if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && m.opts.delPastUnknown {
+		if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !m.opts.delStopAtCode3 {
+			// libcni stopped the list's DEL at the plugin that answered
+			// code 3; the plugins before it still hold what they hold.
+			plog().WithError(err).Info("A plugin reported the container unknown (code 3); " +
+				"running DEL for every plugin of the list")
 			err = m.delEachPlugin(ctx, p)
 		}
 		o.Class, o.Err = classify(err), err
@@ -128,10 +132,11 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			}
 		case AlreadyGone:
 			m.dropEntry(p, o.Class, plog)
-			if len(p.list.Plugins) > 1 && !m.opts.delPastUnknown {
+			if len(p.list.Plugins) > 1 && m.opts.delStopAtCode3 {
 				// libcni stops a list's DEL at the first plugin that
 				// answers code 3, so the plugins before it in the list
-				// got no DEL. The spec allows it; say so where it shows.
+				// got no DEL (WithDELStopAtUnknownContainer). The spec
+				// allows it; say so where it shows.
 				plog().WithError(err).Warn("A plugin reported the container unknown (code 3); libcni ran no DEL " +
 					"for the plugins before it in the list. Counted as deleted; GC or the plugins' own GC must collect their state")
 			} else {

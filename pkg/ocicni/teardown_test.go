@@ -327,11 +327,14 @@ func TestTeardownWithoutConfigOrCacheIsAWarning(t *testing.T) {
 	assert.True(t, warned)
 }
 
+// A network whose only plugin answers DEL with code 3 is AlreadyGone, a
+// success that keeps the plugin's error. (Code 3 inside a chain is
+// TestCode3InsideAChain.)
 func TestTeardownUnknownContainerCountsAsDeleted(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
-	e.recordedBridge("gone", map[string]any{"del": map[string]any{"errorCode": 3, "errorMsg": "no such container"}})
+	e.addConf("gone", e.recorder("gone", "1.0.0", map[string]any{"del": map[string]any{"errorCode": 3, "errorMsg": "no such container"}}))
 	m := e.start()
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "neta"}, {Name: "gone"}}
