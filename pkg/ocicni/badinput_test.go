@@ -57,7 +57,8 @@ func TestBadInputRunsNoPlugin(t *testing.T) {
 		{name: "10 kB namespace", mutate: func(p *PodNetwork) { p.Namespace = strings.Repeat("n", 10<<10) }, want: ErrInvalidArgument, field: "pod namespace"},
 		{name: "10 kB UID", mutate: func(p *PodNetwork) { p.UID = strings.Repeat("u", 10<<10) }, want: ErrInvalidArgument, field: "pod UID"},
 		{name: "10 kB netns path", mutate: func(p *PodNetwork) { p.NetNS = "/" + strings.Repeat("n", 10<<10) }, want: ErrInvalidArgument, field: "netns path"},
-		{name: "host netns", mutate: func(p *PodNetwork) { p.NetNS = "/proc/thread-self/ns/net" }, want: ErrInvalidArgument, field: "netns path"},
+		{name: "thread-self netns", mutate: func(p *PodNetwork) { p.NetNS = "/proc/thread-self/ns/net" }, want: ErrInvalidArgument, field: "netns path"},
+		{name: "self netns", mutate: func(p *PodNetwork) { p.NetNS = "/proc/self/ns/net" }, want: ErrInvalidArgument, field: "netns path"},
 		{
 			name: "16-byte ifname", want: ErrInvalidArgument, field: "interface name",
 			mutate: func(p *PodNetwork) { p.Networks = []NetAttachment{{Name: "rec", Ifname: "eth0123456789abc"}} },

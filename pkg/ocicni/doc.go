@@ -228,8 +228,9 @@
 //     agree with the entry's own file name and cached config; an entry that
 //     does not is corrupt and is acted on only by its file name.
 //   - A netns path read from the cache is used only when it is absolute,
-//     clean and not the host's network namespace; otherwise DEL runs
-//     without one (plugins still release IPAM).
+//     clean, not per-process (see "Bad input") and not the host's network
+//     namespace; otherwise DEL runs without one (plugins still release
+//     IPAM).
 //   - libcni's result converters can panic on some cached results; those
 //     panics are recovered and the entry treated as unreadable.
 //
@@ -242,9 +243,13 @@
 // within 255 bytes; pod name and namespace up to [MaxPodNameLen], UID up
 // to [MaxPodUIDLen], none with ';', '=' or control characters (they go
 // into CNI_ARGS); netns paths absolute, clean, existing for setup, and
-// never the caller's own or init's network namespace. A context that is
-// already done starts nothing. Every rejection is an
-// [InvalidArgumentError] naming the field.
+// never the caller's own or init's network namespace. A netns path that
+// leads, by name or through symbolic links, to /proc/self or
+// /proc/thread-self (/proc/self/ns/net, /dev/fd/N) is refused too: each
+// process that opens it sees its own namespace, so a plugin would find the
+// host's there whatever the manager's threads see. /proc/<pid>/ns/net is
+// fine. A context that is already done starts nothing. Every rejection is
+// an [InvalidArgumentError] naming the field.
 //
 // # Results
 //
@@ -298,11 +303,12 @@
 // # Bad input
 //
 // Empty or hostile container IDs, interface names and network names (path
-// separators, "..", control characters), a relative or missing netns path
-// on setup, an invalid static IP or MAC, duplicate requested interface
-// names, and pod names, namespaces or UIDs containing ";" or "=" (which
-// would inject CNI_ARGS keys) are rejected with an [InvalidArgumentError]
-// before any file is touched or any plugin runs.
+// separators, "..", control characters), a relative, per-process
+// (/proc/self/...) or missing netns path on setup, an invalid static IP
+// or MAC, duplicate requested interface names, and pod names, namespaces
+// or UIDs containing ";" or "=" (which would inject CNI_ARGS keys) are
+// rejected with an [InvalidArgumentError] before any file is touched or
+// any plugin runs.
 //
 // # Cache layout
 //

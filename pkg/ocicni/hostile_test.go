@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,14 +178,29 @@ func TestUndecodableCachedResultSurvivesFailedDEL(t *testing.T) {
 	e.assertClean(pod, "neta")
 }
 
+// threadNetNS names the calling thread's network namespace by pid and
+// tid (/proc/<pid>/task/<tid>/ns/net), a path that passes the per-process
+// check, so that only the host check refuses it. The caller keeps its OS
+// thread locked while it uses the path. (/proc/<pid>/ns/net would not do:
+// the main thread of the test process can be stranded in a pod's netns,
+// see internal/netns.New.)
+func threadNetNS(t *testing.T) string {
+	t.Helper()
+	task, err := os.Readlink("/proc/thread-self")
+	require.NoError(t, err)
+	return "/proc/" + task + "/ns/net"
+}
+
 // The host's network namespace is refused for setup, teardown and status,
 // and a cache entry that names it does not make DEL run there.
 func TestHostNetNSRefused(t *testing.T) {
 	t.Parallel()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	e := newITEnv(t)
 	e.recordedBridge("neta", nil)
 	m := e.start()
-	host := "/proc/thread-self/ns/net"
+	host := threadNetNS(t)
 
 	pod := e.pod("p")
 	pod.NetNS = host
@@ -192,6 +208,7 @@ func TestHostNetNSRefused(t *testing.T) {
 	var iae *InvalidArgumentError
 	require.ErrorAs(t, err, &iae)
 	assert.Equal(t, "netns path", iae.Field)
+	assert.Equal(t, "is the host's network namespace", iae.Reason)
 	require.ErrorIs(t, m.TearDownPodWithContext(e.ctx(), pod), ErrInvalidArgument)
 	_, err = m.GetPodNetworkStatusWithContext(e.ctx(), pod)
 	require.ErrorIs(t, err, ErrInvalidArgument)

@@ -13,9 +13,10 @@ import (
 // a runtime's unit tests run setup and status without root (package
 // ocicnitest provides one).
 //
-// The netns path passed in has been validated: absolute, clean, and not
-// the host's network namespace. At setup it exists; at status it is the
-// caller's, which may name a namespace that is gone.
+// The netns path passed in has been validated: absolute, clean, not
+// per-process (/proc/self/...), and not the host's network namespace. At
+// setup it exists; at status it is the caller's, which may name a
+// namespace that is gone.
 type NetNSOps interface {
 	// LoopbackUp sets lo up in the netns. Setup calls it before it
 	// records the attachment order or runs any ADD; an error fails the

@@ -104,8 +104,9 @@ func checkPodArgs(pod *PodNetwork) error {
 }
 
 // checkNetNS validates the netns path given to SetUpPod: an absolute,
-// clean path that exists and is not the caller's own network namespace
-// (plugins would then configure the host).
+// clean path that exists, means the same for every process (not under
+// /proc/self) and is not the caller's own network namespace (plugins
+// would then configure the host).
 func checkNetNS(path string) error {
 	if err := checkNetNSPath(path); err != nil {
 		return err
@@ -120,13 +121,15 @@ func checkNetNS(path string) error {
 	return nil
 }
 
-// checkNetNSPath checks the form of a netns path; see
-// [cache.ValidateNetNSPath].
+// checkNetNSPath checks the form of a netns path (see
+// [cache.ValidateNetNSPath]) and refuses one whose meaning depends on the
+// process that opens it, such as /proc/self/ns/net (see
+// [checkPerProcessPath]).
 func checkNetNSPath(path string) error {
 	if err := cache.ValidateNetNSPath(path); err != nil {
 		return invalidName(fieldNetNS, path, err)
 	}
-	return nil
+	return checkPerProcessPath(path)
 }
 
 // hostNetNSPaths name the network namespaces a plugin must never be run
@@ -149,8 +152,9 @@ func hostNetNS(fi os.FileInfo) bool {
 
 // storedNetNS returns the netns path read from a cache entry or an order
 // record when a plugin may run in it, and "" otherwise: a path of the
-// wrong form, or one that names the host's namespace. A path that no
-// longer exists is kept (DEL must still run for a vanished netns).
+// wrong form, a per-process one, or one that names the host's namespace.
+// A path that no longer exists is kept (DEL must still run for a vanished
+// netns).
 func storedNetNS(path string) (string, error) {
 	if path == "" {
 		return "", nil

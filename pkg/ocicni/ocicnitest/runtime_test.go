@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -249,13 +250,20 @@ func TestLoopbackFailure(t *testing.T) {
 
 // The netns path is validated as in production.
 func TestNetNSValidationKept(t *testing.T) {
+	// "host" names this thread's namespace by pid and tid, which only the
+	// host check refuses; the thread must live until the end.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	task, err := os.Readlink("/proc/thread-self")
+	require.NoError(t, err)
 	env := ocicnitest.NewEnv(t)
 	env.WriteConflist(t, "podnet", "1.0.0", "bridge")
 	m := env.NewManager(t)
 	for name, ns := range map[string]string{
-		"missing":  env.NetNSDir + "/missing",
-		"relative": "netns/pod",
-		"host":     "/proc/thread-self/ns/net",
+		"missing":     env.NetNSDir + "/missing",
+		"relative":    "netns/pod",
+		"host":        "/proc/" + task + "/ns/net",
+		"per-process": "/proc/self/ns/net",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := m.SetUpPodWithContext(context.Background(), ocicni.PodNetwork{Name: "p", Namespace: "ns", ID: "pod", NetNS: ns})

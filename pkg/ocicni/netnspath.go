@@ -1,0 +1,94 @@
+package ocicni
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// maxNetNSLinks bounds the symbolic links [checkPerProcessPath] follows,
+// as the kernel does (MAXSYMLINKS).
+const maxNetNSLinks = 40
+
+// checkPerProcessPath refuses a netns path whose meaning depends on the
+// process that opens it: one that leads, lexically or through symbolic
+// links, to "self" or "thread-self" in a procfs root (/proc/self/ns/net,
+// /dev/fd/N, a link to either). Such a path names the opener's own
+// namespace, so the plugin, a child process, would find the host's there
+// whatever the manager sees. /proc/<pid>/... paths mean the same for
+// every process and are accepted.
+//
+// p must be absolute and clean. It is resolved one component at a time
+// with Lstat and Readlink, following at most [maxNetNSLinks] links. A
+// component that cannot be resolved (missing, not a directory, not
+// searchable) ends the walk and the path is accepted: the plugin, which
+// runs with the manager's credentials, cannot open the path through it
+// either, and a vanished netns must stay usable for DEL. A procfs "magic"
+// link whose target is not a path (net:[4026531840], pipe:[…]) names a
+// fixed object; it is not followed.
+func checkPerProcessPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return nil // not a Unix path (Windows); no netns can be entered there
+	}
+	resolved, rest := "/", p[1:] // resolved holds no symbolic link
+	links := 0
+	for rest != "" {
+		var comp string
+		comp, rest, _ = strings.Cut(rest, "/")
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			resolved = path.Dir(resolved)
+			continue
+		}
+		if (comp == "self" || comp == "thread-self") && procDir(resolved) {
+			via := "names"
+			if links > 0 {
+				via = "leads through symbolic links to"
+			}
+			return invalidArg(fieldNetNS, p, fmt.Sprintf(
+				"%s a per-process path (%s): each process that opens it sees its own namespace",
+				via, path.Join(resolved, comp)))
+		}
+		next := path.Join(resolved, comp)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return nil // see the doc comment
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return nil // replaced since Lstat; as if Lstat had failed
+		}
+		if magicLink(target) && procDir(resolved) {
+			return nil
+		}
+		if links++; links > maxNetNSLinks {
+			return invalidArg(fieldNetNS, p, fmt.Sprintf("leads through more than %d symbolic links (a loop?)", maxNetNSLinks))
+		}
+		if strings.HasPrefix(target, "/") {
+			resolved = "/"
+		}
+		rest = target + "/" + rest
+	}
+	return nil
+}
+
+// magicLink reports whether target, read from a link in procfs, names a
+// kernel object (net:[4026531840], anon_inode:inotify) rather than a path.
+func magicLink(target string) bool {
+	first, _, _ := strings.Cut(target, "/")
+	return !strings.HasPrefix(target, "/") && strings.Contains(first, ":")
+}
+
+// procDir reports whether dir, a path free of symbolic links, is /proc or
+// a directory of any procfs mount (see [onProcFS]).
+func procDir(dir string) bool {
+	return dir == "/proc" || strings.HasPrefix(dir, "/proc/") || onProcFS(dir)
+}
