@@ -47,14 +47,23 @@ const (
 	churnHangMs = 600_000
 	// churnFaultOn is the probability that a resampled fault flag is on.
 	churnFaultOn = 0.1
+	// churnHealOnlyEvery: every so many pods (a quarter) get one teardown
+	// and nothing more from the test, neither a retry nor a final
+	// teardown, as a runtime that gives up; only healing finishes them.
+	churnHealOnlyEvery = 4
 )
+
+// churnHeal retries failed DELs quickly, and kills a hung one well before
+// the test's own bounds (a slow DEL takes churnSlowDelMs).
+var churnHeal = HealPolicy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Timeout: 5 * time.Second}
 
 // churnPod is one pod's life, kept for the report.
 type churnPod struct {
-	pod     PodNetwork // Networks holds the requested networks
-	nsGone  bool       // its netns was removed
-	clean   bool       // a teardown succeeded
-	history []string
+	pod      PodNetwork // Networks holds the requested networks
+	healOnly bool       // the test calls teardown once, and never again
+	nsGone   bool       // its netns was removed
+	clean    bool       // a teardown succeeded
+	history  []string
 }
 
 func (p *churnPod) log(format string, args ...any) {
@@ -68,6 +77,7 @@ type churnStats struct {
 	setupOK, setupFailed, setupKilled, rollbackFailed           atomic.Int64
 	setupNoNetwork, lockTimeouts, statusOK                      atomic.Int64
 	teardownFirstTry, teardownRetries, teardownFailed, orphaned atomic.Int64
+	healOnly, healOnlyFailed                                    atomic.Int64
 	gcRuns, gcErrors, netnsRemoved                              atomic.Int64
 	// okNanos and okMax time the successful setups and teardowns, to show
 	// how far the churn deadline is from an ordinary call.
@@ -118,10 +128,13 @@ type churn struct {
 // TestChurnUnderFaults runs a few hundred pods on three real
 // bridge+host-local networks while their plugins fail, crash and hang at
 // random (fixed seed), their config files are rewritten, removed and
-// restored, and GC runs with the live pods as valid. Once the faults are
-// cleared and the configs restored, retried teardowns and one GC must
-// leave nothing behind: no reservation, veth, interface, cache entry,
-// order record, host-local state or plugin process.
+// restored, and GC runs with the live pods as valid. A quarter of the pods
+// get one teardown and no other call, as from a runtime that gives up.
+// Once the faults are cleared and the configs restored, retried teardowns
+// of the others and the manager's background retries must leave nothing
+// behind, before any GC: no reservation, veth, interface, cache entry,
+// order record, host-local state or plugin process. One GC then finds
+// nothing to do.
 func TestChurnUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping churn test in short mode")
@@ -163,13 +176,23 @@ func TestChurnUnderFaults(t *testing.T) {
 		c.setLive(a, false)
 		require.NoError(t, c.m.TearDownPodWithContext(e.ctx(), *a), "anchor %s", a.Name)
 	}
-	gcErr := c.m.GC(e.ctx(), []*PodNetwork{})
-	require.NoError(t, gcErr, "final GC")
 	networks := map[string]testenv.Net{}
 	for _, n := range c.nets {
 		networks[n.name] = n.net
 	}
+	// Healing alone finishes what the runtime gave up on: no GC yet.
+	healWait := time.Now()
+	require.Eventually(t, func() bool {
+		pending, err := c.m.PendingTeardowns()
+		return err == nil && len(pending) == 0
+	}, 3*time.Minute, 50*time.Millisecond, "background retries finish every failed teardown")
+	healTime := time.Since(healWait)
 	left := e.requireNoLeftovers(networks, c.netnsPaths())
+	c.report(pods, left)
+	healLeft := left.count()
+	gcErr := c.m.GC(e.ctx(), []*PodNetwork{})
+	require.NoError(t, gcErr, "final GC")
+	left = e.requireNoLeftovers(networks, c.netnsPaths())
 	c.report(pods, left)
 
 	s := &c.stats
@@ -191,6 +214,8 @@ func TestChurnUnderFaults(t *testing.T) {
 		t.Logf("successful setups and teardowns: %d, mean %v, max %v (teardown deadline %v)", n,
 			time.Duration(s.okNanos.Load()/n).Round(time.Millisecond), time.Duration(s.okMax.Load()).Round(time.Millisecond), churnCallTimeout)
 	}
+	t.Logf("healing: %d pods got one teardown and no other call from the test, %d of them failed; pending retries done %v after the faults cleared; leftovers then, before any GC: %d",
+		s.healOnly.Load(), s.healOnlyFailed.Load(), healTime.Round(time.Millisecond), healLeft)
 	t.Logf("GC: %d runs concurrent with churn, %d returned errors; final GC error: %v", s.gcRuns.Load(), s.gcErrors.Load(), gcErr)
 	t.Logf("leftovers: %d (%s)", left.count(), left)
 }
@@ -219,7 +244,7 @@ func newChurn(t *testing.T, e *itEnv) *churn {
 		c.present[i] = true
 		require.NoError(t, c.writeConf(n, variantBase))
 	}
-	c.m = e.start(withWatcher, WithReloadDebounce(5*time.Millisecond), WithRollbackTimeout(churnCallTimeout))
+	c.m = e.start(withWatcher, WithReloadDebounce(5*time.Millisecond), WithRollbackTimeout(churnCallTimeout), WithHealing(churnHeal))
 	return c
 }
 
@@ -294,7 +319,12 @@ func (c *churn) runPod(i int, p *churnPod) {
 	}
 	c.setLive(&p.pod, false)
 
-	for attempt := 0; attempt <= churnTeardownRetries; attempt++ {
+	retries := churnTeardownRetries
+	if p.healOnly = i%churnHealOnlyEvery == 1; p.healOnly {
+		retries = 0
+		c.stats.healOnly.Add(1)
+	}
+	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
 			c.stats.teardownRetries.Add(1)
 		}
@@ -325,6 +355,8 @@ func (c *churn) runPod(i int, p *churnPod) {
 		}
 	}
 	switch {
+	case !p.clean && p.healOnly:
+		c.stats.healOnlyFailed.Add(1)
 	case !p.clean:
 		c.stats.teardownFailed.Add(1)
 	case !p.nsGone && r.IntN(3) > 0:
@@ -394,7 +426,7 @@ func (c *churn) finalTeardowns(pods []*churnPod) int64 {
 		}()
 	}
 	for _, p := range pods {
-		if p != nil && p.pod.ID != "" && !p.clean {
+		if p != nil && p.pod.ID != "" && !p.clean && !p.healOnly {
 			todo <- p
 		}
 	}

@@ -54,22 +54,39 @@ func TestTeardownCorruptCacheEntry(t *testing.T) {
 	}
 }
 
-func TestTeardownCorruptEntryWithoutConfigIsReported(t *testing.T) {
+// What a power loss leaves: an empty cache entry, and here its config file
+// removed too. The config saved with the order record deletes it; only
+// when that is gone as well is the attachment reported.
+func TestTeardownCorruptEntryWithoutConfigFile(t *testing.T) {
 	t.Parallel()
-	e := newITEnv(t)
-	_, pod := twoNetPod(t, e)
-	require.NoError(t, os.WriteFile(e.cachePath("neta", pod, "eth0"), nil, 0o600))
-	files, _ := filepath.Glob(filepath.Join(e.confDir, "*-neta.conflist"))
-	require.Len(t, files, 1)
-	require.NoError(t, os.Remove(files[0]))
-	m := e.restart()
+	for _, savedToo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "saved config", true: "saved config gone too"}[savedToo], func(t *testing.T) {
+			t.Parallel()
+			e := newITEnv(t)
+			_, pod := twoNetPod(t, e)
+			require.NoError(t, os.WriteFile(e.cachePath("neta", pod, "eth0"), nil, 0o600))
+			files, _ := filepath.Glob(filepath.Join(e.confDir, "*-neta.conflist"))
+			require.Len(t, files, 1)
+			require.NoError(t, os.Remove(files[0]))
+			if savedToo {
+				require.NoError(t, os.RemoveAll(filepath.Join(e.cacheDir, "ocicni", "configs")))
+			}
+			m := e.restart()
 
-	err := m.TearDownPodWithContext(e.ctx(), pod)
-	onlyFailure(t, err, "neta")
-	require.ErrorIs(t, err, cache.ErrCorruptEntry)
-	assert.Contains(t, err.Error(), e.cachePath("neta", pod, "eth0"))
-	assert.Equal(t, []string{"netb"}, e.callNetworks("DEL"), "netb's DEL still ran")
-	assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
+			err := m.TearDownPodWithContext(e.ctx(), pod)
+			if !savedToo {
+				require.NoError(t, err)
+				assert.ElementsMatch(t, []string{"neta", "netb"}, e.callNetworks("DEL"))
+				e.assertClean(pod, "neta", "netb")
+				return
+			}
+			onlyFailure(t, err, "neta")
+			require.ErrorIs(t, err, cache.ErrCorruptEntry)
+			assert.Contains(t, err.Error(), e.cachePath("neta", pod, "eth0"))
+			assert.Equal(t, []string{"netb"}, e.callNetworks("DEL"), "netb's DEL still ran")
+			assert.Empty(t, testenv.Reservations(t, e.dataDir, "netb"))
+		})
+	}
 }
 
 func TestTeardownPluginCrashOnDEL(t *testing.T) {
