@@ -177,11 +177,22 @@ func TestDelPartialTeardown(t *testing.T) {
 			require.Len(t, ls.Entries, 1)
 			assert.Equal(t, "net1", ls.Entries[0].IfName)
 			require.Len(t, ls.Records, 1)
+			// ...and shows as a pending teardown, for the runtime's manager
+			// to retry in the background.
+			pending := decode[[]pendingJSON](t, n.run(t, exitOK, "pending", "--json"))
+			require.Len(t, pending, 1)
+			assert.Equal(t, id, pending[0].Container)
+			assert.Equal(t, "flaky", pending[0].Network)
+			assert.Equal(t, 1, pending[0].Attempts)
+			assert.NotNil(t, pending[0].NextAttempt)
+			assert.Contains(t, pending[0].LastError, "injected DEL failure")
+			assert.Contains(t, n.run(t, exitOK, "pending").stdout, "injected DEL failure")
 
 			require.NoError(t, os.Remove(fault))
 			n.run(t, exitOK, "del", ns, id)
 			n.run(t, exitNotFound, "cache ls", "--container", id)
 			assert.Empty(t, n.reservations(t))
+			assert.Empty(t, decode[[]pendingJSON](t, n.run(t, exitOK, "pending", "--json")))
 		})
 	}
 }

@@ -84,7 +84,9 @@ func (g *globals) runFlags(fs *flag.FlagSet) {
 }
 
 // manager builds an ocicni manager from the directory flags, without a
-// watcher: the command runs once. The library logs to stderr, warnings and
+// watcher and without background DEL retries: the command runs once, next
+// to the runtime's own manager, which heals what fails (a failed DEL here
+// is recorded with its retry state all the same). The library logs to stderr, warnings and
 // up unless --debug.
 func (g *globals) manager() (*ocicni.Manager, error) {
 	confDir, err := absDir("conf-dir", g.confDir)
@@ -114,6 +116,7 @@ func (g *globals) manager() (*ocicni.Manager, error) {
 		ocicni.WithBinDirs(binDirs...),
 		ocicni.WithCacheDir(cacheDir),
 		ocicni.WithoutWatcher(),
+		ocicni.WithoutHealing(),
 		ocicni.WithLogger(logrus.NewEntry(log).WithField("component", "ocicnitool")),
 	)
 }

@@ -41,6 +41,11 @@ func (c *Cache) ConfigsDir() string {
 	return filepath.Join(c.Dir(), "ocicni", "configs")
 }
 
+// configLinkPrefix starts the names of the links from a record to its
+// saved configs, in [Cache.OrdersDir]: ".cfg.<containerID>.<hex digest>".
+// Container IDs cannot start with '.', so no record is named so.
+const configLinkPrefix = ".cfg."
+
 func (c *Cache) configPath(digest string) (string, error) {
 	if err := ValidateDigest(digest); err != nil {
 		return "", err
@@ -48,41 +53,83 @@ func (c *Cache) configPath(digest string) (string, error) {
 	return filepath.Join(c.ConfigsDir(), strings.TrimPrefix(digest, digestPrefix)), nil
 }
 
-// SaveConfig keeps a copy of config bytes b, content-addressed, and
-// returns its digest. One copy is kept per distinct config. A new copy is
-// written durably (temporary file, sync, rename, directory sync) before
-// SaveConfig returns; an existing one gets its modification time set to
-// now, which tells [Cache.ListConfigs]'s callers that it is in use.
-func (c *Cache) SaveConfig(b []byte) (string, error) {
-	digest := ConfigDigest(b)
-	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
-	now := time.Now()
-	err := os.Chtimes(path, now, now)
-	if err == nil {
-		return digest, nil
+func (c *Cache) configLink(id, digest string) (string, error) {
+	if err := ValidateDigest(digest); err != nil {
+		return "", err
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+	if _, err := c.orderPath(id); err != nil {
+		return "", err
 	}
-	dir := c.ConfigsDir()
-	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
-		return "", fmt.Errorf("cache: save config: %w", err)
-	}
-	if err := fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+"config-*", b); err != nil {
-		return "", fmt.Errorf("cache: save config %s: %w", digest, err)
-	}
-	return digest, nil
+	return filepath.Join(c.OrdersDir(), configLinkPrefix+id+"."+strings.TrimPrefix(digest, digestPrefix)), nil
 }
 
-// ReadConfig returns the saved config of digest. A file whose content
-// does not match its digest (or that is not a regular file, or larger
-// than [MaxFileSize]) gives an *[EntryError] matching [ErrCorruptEntry];
-// a missing one an *EntryError matching fs.ErrNotExist.
-func (c *Cache) ReadConfig(digest string) ([]byte, error) {
-	path, err := c.configPath(digest)
+// SaveConfig keeps config bytes b for the order record of container id
+// and returns its digest (see [ConfigDigest]), which the record's
+// [Attachment.Config] then names. One copy of each distinct config is
+// kept in [Cache.ConfigsDir], written durably the first time; each record
+// that uses it holds a hard link to it next to the record, which the next
+// [Cache.WriteOrder] of id makes durable. So a record's configs go with
+// the record ([Cache.ReleaseConfigs]), whatever happens to other records,
+// and a config is stored once however many records use it.
+func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
+	digest := ConfigDigest(b)
+	link, err := c.configLink(id, digest)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(link); err == nil {
+		return digest, nil
+	}
+	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
+	for range 2 {                    // the copy may go between its write and the link: write it again once
+		if err := c.writeConfig(path, b); err != nil {
+			return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+		}
+		if err := fsutil.MkdirAllDurable(filepath.Dir(link), 0o700); err != nil {
+			return "", fmt.Errorf("cache: save config: %w", err)
+		}
+		err = os.Link(path, link)
+		if err == nil || errors.Is(err, fs.ErrExist) {
+			return digest, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+}
+
+// writeConfig writes the shared copy of a config durably unless it exists.
+func (c *Cache) writeConfig(path string, b []byte) error {
+	if _, err := os.Lstat(path); err == nil {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
+		return err
+	}
+	return fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+"config-*", b)
+}
+
+// ReadConfig returns the config of digest saved for the record of
+// container id: its link next to the record, else the shared copy. A file
+// whose content does not match its digest (or that is not a regular file,
+// or larger than [MaxFileSize]) gives an *[EntryError] matching
+// [ErrCorruptEntry]; a missing one an *EntryError matching fs.ErrNotExist.
+func (c *Cache) ReadConfig(id, digest string) ([]byte, error) {
+	link, err := c.configLink(id, digest)
 	if err != nil {
 		return nil, err
 	}
+	data, err := readConfigFile(link, digest)
+	if errors.Is(err, fs.ErrNotExist) {
+		path, _ := c.configPath(digest)
+		data, err = readConfigFile(path, digest)
+	}
+	return data, err
+}
+
+func readConfigFile(path, digest string) ([]byte, error) {
 	data, err := fsutil.ReadRegular(path, MaxFileSize, false)
 	switch {
 	case errors.Is(err, fsutil.ErrNotRegular) || errors.Is(err, fsutil.ErrTooLarge):
@@ -95,47 +142,128 @@ func (c *Cache) ReadConfig(digest string) ([]byte, error) {
 	return data, nil
 }
 
-// SavedConfig describes one saved config.
-type SavedConfig struct {
-	Digest  string
-	ModTime time.Time // when it was last saved
-}
-
-// ListConfigs returns the saved configs, sorted by digest. A missing
-// directory yields (nil, nil). Files that are not saved configs (an
-// interrupted write's temporary file) are skipped.
-func (c *Cache) ListConfigs() ([]SavedConfig, error) {
-	des, err := os.ReadDir(c.ConfigsDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cache: list configs: %w", err)
-	}
-	var out []SavedConfig
-	for _, de := range des {
-		d := digestPrefix + de.Name()
-		if !de.Type().IsRegular() || ValidateDigest(d) != nil {
+// ReleaseConfigs removes the links of container id's record to the saved
+// configs of digests (those it no longer uses, or all of them when the
+// record goes), and each shared copy that no record links any more. Empty
+// digests are skipped. It returns the first failure and goes on past it.
+func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
+	var errs []error
+	for _, d := range digests {
+		if d == "" {
 			continue
 		}
-		fi, err := de.Info()
+		link, err := c.configLink(id, d)
 		if err != nil {
-			continue // removed since the listing
+			errs = append(errs, err)
+			continue
 		}
-		out = append(out, SavedConfig{Digest: d, ModTime: fi.ModTime()})
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		path, _ := c.configPath(d)
+		if fi, err := os.Lstat(path); err == nil {
+			if n, _, ok := fsutil.Links(fi); ok && n == 1 {
+				// A record that links it meanwhile keeps its own link.
+				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SavedConfig describes one shared copy of a saved config, or one link
+// from a record to it.
+type SavedConfig struct {
+	Digest string
+	// ContainerID is the record's container, for a link; "" for a shared
+	// copy.
+	ContainerID string
+	Path        string
+	// Links is the number of hard links to the file, shared copy
+	// included; 0 where the platform does not tell.
+	Links uint64
+	// Changed is when the file's inode last changed: a new link changes
+	// it.
+	Changed time.Time
+}
+
+// ListConfigs returns the shared copies of the saved configs and the
+// records' links to them, for a garbage collector that looks for copies
+// that no record links and links whose record is gone. A missing
+// directory yields nothing. Temporary files are skipped.
+func (c *Cache) ListConfigs() ([]SavedConfig, error) {
+	var out []SavedConfig
+	for _, dir := range []string{c.ConfigsDir(), c.OrdersDir()} {
+		des, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cache: list configs: %w", err)
+		}
+		for _, de := range des {
+			sc, ok := savedConfigOf(dir == c.OrdersDir(), de.Name())
+			if !ok || !de.Type().IsRegular() {
+				continue
+			}
+			fi, err := de.Info()
+			if err != nil {
+				continue // removed since the listing
+			}
+			sc.Path = filepath.Join(dir, de.Name())
+			sc.Links, sc.Changed, _ = fsutil.Links(fi)
+			if sc.Changed.IsZero() {
+				sc.Changed = fi.ModTime()
+			}
+			out = append(out, sc)
+		}
 	}
 	return out, nil
 }
 
-// RemoveConfig deletes the saved config of digest. An absent one is not
-// an error. The caller makes sure no record refers to it.
-func (c *Cache) RemoveConfig(digest string) error {
-	path, err := c.configPath(digest)
+// savedConfigOf parses a file name of ConfigsDir (a hex digest) or of
+// OrdersDir (a link, see configLinkPrefix).
+func savedConfigOf(link bool, name string) (SavedConfig, bool) {
+	var sc SavedConfig
+	hex := name
+	if link {
+		rest, ok := strings.CutPrefix(name, configLinkPrefix)
+		i := strings.LastIndexByte(rest, '.')
+		if !ok || i < 0 {
+			return sc, false
+		}
+		sc.ContainerID, hex = rest[:i], rest[i+1:]
+		if ValidateContainerID(sc.ContainerID) != nil {
+			return sc, false
+		}
+	}
+	sc.Digest = digestPrefix + hex
+	return sc, ValidateDigest(sc.Digest) == nil
+}
+
+// RemoveSavedConfig removes a file that [Cache.ListConfigs] listed. It
+// refuses any other path. An absent file is not an error.
+func (c *Cache) RemoveSavedConfig(sc SavedConfig) error {
+	want, err := c.configPath(sc.Digest)
+	if sc.ContainerID != "" {
+		want, err = c.configLink(sc.ContainerID, sc.Digest)
+	}
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return &EntryError{Path: path, Err: err}
+	if filepath.Clean(sc.Path) != want {
+		return fmt.Errorf("cache: %s is not the saved config file it names", sc.Path)
+	}
+	if err := os.Remove(want); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &EntryError{Path: want, Err: err}
 	}
 	return nil
 }
+
+// IsConfigLink reports whether name, a file name in [Cache.OrdersDir], is
+// a record's link to a saved config (see [Cache.SaveConfig]), not a
+// record.
+func IsConfigLink(name string) bool { return strings.HasPrefix(name, configLinkPrefix) }

@@ -37,44 +37,88 @@ func TestValidateDigest(t *testing.T) {
 	}
 }
 
-// Saved configs are content-addressed, kept once, private, and checked
-// against their digest when read back.
+// Saved configs are content-addressed: one private copy per distinct
+// config, linked from each record that uses it, checked against its
+// digest when read back, and gone with the last record that uses it.
 func TestSaveConfig(t *testing.T) {
 	c := New(filepath.Join(t.TempDir(), "cni"))
 	conf := []byte(`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"}]}`)
-	digest, err := c.SaveConfig(conf)
+	digest, err := c.SaveConfig("pod1", conf)
 	require.NoError(t, err)
 	assert.Equal(t, ConfigDigest(conf), digest)
-	got, err := c.ReadConfig(digest)
+	again, err := c.SaveConfig("pod2", conf)
+	require.NoError(t, err)
+	assert.Equal(t, digest, again)
+	for _, id := range []string{"pod1", "pod2"} {
+		got, err := c.ReadConfig(id, digest)
+		require.NoError(t, err)
+		assert.Equal(t, conf, got)
+	}
+
+	shared := filepath.Join(c.ConfigsDir(), strings.TrimPrefix(digest, "sha256:"))
+	link1 := filepath.Join(c.OrdersDir(), ".cfg.pod1."+strings.TrimPrefix(digest, "sha256:"))
+	assertPrivate(t, c, shared)
+	assertPrivate(t, c, link1)
+	list, err := c.ListConfigs()
+	require.NoError(t, err)
+	require.Len(t, list, 3, "one shared copy and two links")
+	assert.Equal(t, SavedConfig{Digest: digest, Path: shared, Links: 3, Changed: list[0].Changed}, list[0])
+	assert.Equal(t, "pod1", list[1].ContainerID)
+	assert.Equal(t, "pod2", list[2].ContainerID)
+	ids, err := c.ListOrders()
+	require.NoError(t, err)
+	assert.Empty(t, ids, "links are not records")
+
+	// The shared copy may go (a GC on another node's copy of the dir, a
+	// hand edit): each record keeps its link.
+	require.NoError(t, os.Remove(shared))
+	got, err := c.ReadConfig("pod1", digest)
 	require.NoError(t, err)
 	assert.Equal(t, conf, got)
 
-	// Saving it again keeps one copy and marks it as in use now.
-	path := filepath.Join(c.ConfigsDir(), strings.TrimPrefix(digest, "sha256:"))
-	old := time.Now().Add(-time.Hour)
-	require.NoError(t, os.Chtimes(path, old, old))
-	again, err := c.SaveConfig(conf)
-	require.NoError(t, err)
-	assert.Equal(t, digest, again)
-	list, err := c.ListConfigs()
-	require.NoError(t, err)
-	require.Len(t, list, 1)
-	assert.Equal(t, digest, list[0].Digest)
-	assert.True(t, list[0].ModTime.After(old.Add(time.Minute)), "saving touched it")
-
-	assertPrivate(t, c, path)
-
-	// A copy whose content no longer matches its name is corrupt.
-	require.NoError(t, os.WriteFile(path, []byte("{}"), 0o600))
-	_, err = c.ReadConfig(digest)
+	// A link whose content no longer matches its name is corrupt.
+	require.NoError(t, os.Remove(link1))
+	require.NoError(t, os.WriteFile(link1, []byte("{}"), 0o600))
+	_, err = c.ReadConfig("pod1", digest)
 	require.ErrorIs(t, err, ErrCorruptEntry)
 
-	require.NoError(t, c.RemoveConfig(digest))
-	require.NoError(t, c.RemoveConfig(digest), "absent is fine")
-	_, err = c.ReadConfig(digest)
+	// Released by every record, the config is gone.
+	require.NoError(t, c.ReleaseConfigs("pod1", digest, ""))
+	_, err = c.SaveConfig("pod3", conf) // writes the shared copy again, and links it
+	require.NoError(t, err)
+	require.NoError(t, c.ReleaseConfigs("pod2", digest))
+	_, err = os.Stat(shared)
+	require.NoError(t, err, "pod3 still uses it")
+	require.NoError(t, c.ReleaseConfigs("pod3", digest))
+	list, err = c.ListConfigs()
+	require.NoError(t, err)
+	assert.Empty(t, list)
+	_, err = c.ReadConfig("pod3", digest)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	_, err = c.ReadConfig("sha256:nope")
+	require.NoError(t, c.ReleaseConfigs("pod3", digest), "absent is fine")
+
+	_, err = c.ReadConfig("pod1", "sha256:nope")
 	require.ErrorIs(t, err, ErrInvalidName)
+	_, err = c.SaveConfig("../x", conf)
+	require.ErrorIs(t, err, ErrInvalidName)
+}
+
+// RemoveSavedConfig removes what ListConfigs listed, and nothing else.
+func TestRemoveSavedConfig(t *testing.T) {
+	c := New(filepath.Join(t.TempDir(), "cni"))
+	digest, err := c.SaveConfig("pod1", []byte("{}"))
+	require.NoError(t, err)
+	list, err := c.ListConfigs()
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	bad := list[1]
+	bad.Path = filepath.Join(c.OrdersDir(), "pod1")
+	require.Error(t, c.RemoveSavedConfig(bad))
+	for _, sc := range list {
+		require.NoError(t, c.RemoveSavedConfig(sc))
+	}
+	_, err = c.ReadConfig("pod1", digest)
+	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
 // assertPrivate checks that path is a 0600 file and that every directory

@@ -136,12 +136,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 			continue
 		}
 		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
-		// The record as it stands once the attachments never tried are
-		// dropped from it: the rollback settles it.
-		tried := slices.DeleteFunc(order, func(a cache.Attachment) bool {
-			return slices.ContainsFunc(plans[i+1:], func(q *plan) bool { return q.Name == a.Network && q.Ifname == a.IfName })
-		})
-		return nil, m.failSetup(ctx, pod, plans[:i+1], tried, serr, log, release)
+		return nil, m.failSetup(ctx, pod, plans, i, order, serr, log, release)
 	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
@@ -157,7 +152,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
 	order := make([]cache.Attachment, 0, len(plans))
 	for _, p := range plans {
-		digest, err := m.cache.SaveConfig(p.list.Bytes)
+		digest, err := m.cache.SaveConfig(pod.ID, p.list.Bytes)
 		if err != nil {
 			return nil, err
 		}
@@ -175,23 +170,31 @@ func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry)
 		}
 		order = append(order, a)
 	}
-	return order, m.cache.WriteOrder(pod.ID, order)
+	if err := m.cache.WriteOrder(pod.ID, order); err != nil {
+		return nil, err
+	}
+	if err := m.cache.ReleaseConfigs(pod.ID, unusedConfigs(old, order)...); err != nil {
+		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
+	}
+	return order, nil
 }
 
-// failSetup rolls back a failed setup: DEL for the attachments in done, in
-// reverse order, under [WithRollbackTimeout]. It returns serr once the
+// failSetup rolls back a setup whose ADD of plans[failed] failed: DEL for
+// it and the attachments before it, in reverse order, under
+// [WithRollbackTimeout]; the attachments after it, never added, leave the
+// record written before the ADDs (recorded). It returns serr once the
 // rollback finished, with its failures; or, when ctx ends first, at once,
 // with serr matching ErrRollbackPending, and the rollback goes on in the
 // background and then calls release. The caller's deadline is a promise,
 // also when the ADD failed fast and the rollback is slow.
-func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, done []*plan, recorded []cache.Attachment,
+func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan, failed int, recorded []cache.Attachment,
 	serr *SetupError, log *logrus.Entry, release func(),
 ) error {
 	finished := make(chan *TeardownError, 1)
 	m.rollbacks.add()
 	go func() {
 		defer m.rollbacks.done()
-		finished <- m.rollback(ctx, pod, done, recorded, log)
+		finished <- m.rollback(ctx, pod, plans[:failed+1], plans[failed+1:], recorded, log)
 	}()
 	select {
 	case rerr := <-finished:
@@ -219,18 +222,25 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, done []*plan, 
 }
 
 // rollback deletes, in reverse order and best effort, the attachments of a
-// failed setup, including the one whose ADD failed. It runs under its own
-// timeout even when ctx has ended, and settles the order record (see
-// [Manager.settle]): it keeps exactly the attachments whose DEL failed,
-// for retries, teardown and GC. It returns the failures, nil when every
-// DEL succeeded.
-func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans []*plan, recorded []cache.Attachment, log *logrus.Entry) *TeardownError {
+// failed setup (plans), including the one whose ADD failed. It runs under
+// its own timeout even when ctx has ended, and settles the order record
+// (see [Manager.settle]): of the attachments the setup recorded, it keeps
+// exactly those whose DEL failed, for retries, teardown and GC, and drops
+// those never added (untried). It returns the failures, nil when every DEL
+// succeeded.
+func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried []*plan, recorded []cache.Attachment,
+	log *logrus.Entry,
+) *TeardownError {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.rollbackTimeout)
 	defer cancel()
 	reversed := slices.Clone(plans)
 	slices.Reverse(reversed)
 	outcomes := m.deleteAll(rctx, reversed, log, reasonRollback)
-	m.settle(pod.ID, recorded, nil, reversed, outcomes, log)
+	never := make([]NetAttachment, len(untried))
+	for i, p := range untried {
+		never[i] = p.NetAttachment
+	}
+	m.settle(pod.ID, recorded, nil, never, reversed, outcomes, log)
 	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		return nil
 	}

@@ -147,7 +147,7 @@ func newGCBenchEnv(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, wor
 	}
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
-	m, err := New(WithConfDir(e.confDir), WithBinDirs(pluginDir), WithCacheDir(e.cacheDir), WithoutWatcher(),
+	m, err := New(WithConfDir(e.confDir), WithBinDirs(pluginDir), WithCacheDir(e.cacheDir), WithoutWatcher(), WithoutHealing(),
 		WithLogger(logrus.NewEntry(logger)), WithGCWorkers(workers), WithPluginHook(e.hook))
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })

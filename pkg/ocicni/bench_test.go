@@ -77,16 +77,17 @@ func newBenchEnv(b *testing.B, networks int) *benchEnv {
 	return e
 }
 
-// newQuietManager returns a manager without a watcher that logs only
-// warnings and errors, as a benchmark wants: logging at Info level is the
-// runtime's choice, not part of the path measured.
+// newQuietManager returns a manager without a watcher or background DEL
+// retries that logs only warnings and errors, as a benchmark wants:
+// logging at Info level is the runtime's choice, and retries of the DELs
+// a benchmark fails on purpose are not part of the path measured.
 func newQuietManager(b *testing.B, confDir, cacheDir string, extra ...Option) *Manager {
 	b.Helper()
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	m, err := New(append([]Option{
 		WithConfDir(confDir), WithBinDirs(pluginDir), WithCacheDir(cacheDir),
-		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)),
+		WithoutWatcher(), WithoutHealing(), WithLogger(logrus.NewEntry(logger)),
 	}, extra...)...)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })

@@ -121,8 +121,9 @@ type churn struct {
 	nsMu  sync.Mutex // guards netns
 	netns []string   // every pod netns, removed or not
 
-	gcKick chan struct{}
-	hangs  *hangWatch
+	gcKick      chan struct{}
+	hangs       *hangWatch
+	delHangFlag string // while it exists, DELs of variantDelHang configs hang
 }
 
 // TestChurnUnderFaults runs a few hundred pods on three real
@@ -231,6 +232,8 @@ func newChurn(t *testing.T, e *itEnv) *churn {
 	}
 	require.NoError(t, os.MkdirAll(c.stage, 0o755))
 	flagDir := t.TempDir()
+	c.delHangFlag = filepath.Join(flagDir, "del-hang")
+	require.NoError(t, os.WriteFile(c.delHangFlag, nil, 0o644))
 	for i := range churnNetworks {
 		n := &churnNet{name: fmt.Sprintf("churn%d", i), version: "1.0.0", net: testenv.Alloc(t)}
 		if i == 1 {

@@ -42,8 +42,9 @@ const (
 	variantAddHang
 	// variantDelHang: ADD fails after bridge attached, and the rollback's
 	// DEL hangs until the rollback timeout kills it, which leaves an
-	// attachment known only from the order record. DELs with the loaded
-	// config hang too while this variant is loaded.
+	// attachment known only from the order record and its saved config.
+	// DELs with that config hang until the test clears the faults, and
+	// so do DELs with the loaded config while this variant is loaded.
 	variantDelHang
 	// variantSlowDel: ADD succeeds and caches a config whose DEL outlasts
 	// every churn deadline; only the final cleanup deletes it.
@@ -65,7 +66,7 @@ type churnNet struct {
 // host-local, a recorder that logs every call and fails while a flag is
 // on, a recorder that crashes while a flag is on, and for the hang
 // variants a third recorder that sleeps (and logs a hung ADD to hangLog).
-func (n *churnNet) conflist(e *itEnv, hangLog string, v churnVariant) string {
+func (n *churnNet) conflist(e *itEnv, hangLog, delHangFlag string, v churnVariant) string {
 	rec := e.recorder(n.name, n.version, map[string]any{
 		"add": map[string]any{"errorCode": 11, "errorMsg": "injected ADD failure", "onlyIfExists": n.flags[faultAddErr]},
 		"del": map[string]any{"errorCode": 100, "errorMsg": "injected DEL failure", "onlyIfExists": n.flags[faultDelErr]},
@@ -84,7 +85,9 @@ func (n *churnNet) conflist(e *itEnv, hangLog string, v churnVariant) string {
 	case variantDelHang:
 		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, "", map[string]any{
 			"add": map[string]any{"errorCode": 11, "errorMsg": "ADD refused while DEL hangs"},
-			"del": map[string]any{"sleepMs": churnHangMs},
+			// A DEL runs with the config of its ADD (cached, or saved
+			// with the order record): the hang ends with the faults.
+			"del": map[string]any{"sleepMs": churnHangMs, "onlyIfExists": delHangFlag},
 		}))
 	case variantSlowDel:
 		plugins = append(plugins, testenv.RecorderConf(n.name, n.version, "", map[string]any{
@@ -193,7 +196,7 @@ func (c *churn) writeConf(n *churnNet, v churnVariant) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(n.conflist(c.e, c.hangs.log, v)); err != nil {
+	if _, err := f.WriteString(n.conflist(c.e, c.hangs.log, c.delHangFlag, v)); err != nil {
 		_ = f.Close()
 		return err
 	}
@@ -208,6 +211,7 @@ func (c *churn) writeConf(n *churnNet, v churnVariant) error {
 func (c *churn) restoreAll() {
 	t := c.t
 	t.Helper()
+	require.NoError(t, os.Remove(c.delHangFlag))
 	for n := range c.nets {
 		for k := range numChurnFaults {
 			c.setFlag(n, k, false)

@@ -52,9 +52,10 @@
 //
 // The default network is the one named with [WithDefaultNetwork];
 // otherwise it is the first valid file's network, and it follows the
-// directory. [Manager.Shutdown] stops the watcher and waits for it, for
-// the reloads and plugin VERSION calls that are running, and for
-// background rollbacks; it may be called twice. As in cri-o/ocicni, every
+// directory. [Manager.Shutdown] stops the watcher and the healing loop
+// and waits for them, for the reloads and plugin VERSION calls that are
+// running, for background rollbacks and for a heal retry in flight; it may
+// be called twice. As in cri-o/ocicni, every
 // method keeps working afterwards, as for a manager created
 // [WithoutWatcher].
 //
@@ -114,11 +115,12 @@
 // When network k fails ADD, the manager runs DEL for network k and then
 // for networks k-1 ... 0, best effort, under its own timeout
 // ([WithRollbackTimeout]), and returns a [SetupError] holding the ADD
-// error and any rollback failures. When the caller's context has ended,
-// the call returns at once instead: the SetupError matches the context's
-// error and [ErrRollbackPending], and the rollback finishes in the
-// background, holding the sandbox's lock, so that the next operation on
-// the sandbox waits for it. [Manager.ForgetPodCache] drops a sandbox's
+// error and any rollback failures. When the caller's context ends before
+// the rollback does (also when the ADD failed at once and the rollback is
+// slow), the call returns at the deadline instead: the SetupError matches
+// the context's error and [ErrRollbackPending], and the rollback finishes
+// in the background, holding the sandbox's lock, so that the next
+// operation on the sandbox waits for it. [Manager.ForgetPodCache] drops a sandbox's
 // cache entries on purpose, recording their attachments first so that GC
 // still deletes them.
 //
@@ -160,12 +162,12 @@
 //     are missing from the record run first, by network then interface name,
 //     descending.
 //   - DEL uses the cached config and runtime args, so it works after the
-//     config file changed or was removed, or with an empty conf dir. Without
-//     a cache entry it uses the loaded config. With neither, an attachment
-//     that a cache entry or the order record names is reported as
-//     [Orphaned], a failure, and stays recorded until a teardown or GC
-//     after the config returns deletes it; any other is [NoConfig], a
-//     warning.
+//     config file changed or was removed, or with an empty conf dir.
+//     Without a usable cache entry it uses the config saved with the order
+//     record, else the loaded config. With none, an attachment that a
+//     cache entry or the order record names is reported as [Orphaned], a
+//     failure, and stays recorded until a config returns; any other is
+//     [NoConfig], a warning.
 //   - The order record (see "Attachment order records") is also the memory
 //     of attachments that never reached libcni's cache (an ADD that failed
 //     after an earlier plugin of its list attached, or a crash during ADD),
@@ -202,6 +204,7 @@
 //     "ocicni.teardownPolicy": "tolerant".
 //   - Teardown is idempotent, and a netns that was already deleted does not
 //     stop the DELs that release IPAM reservations.
+//   - A failed DEL is retried in the background (see "Healing").
 //
 // [Manager.TearDownPodOutcomes] returns the outcomes as values whatever the
 // policy.
@@ -209,11 +212,28 @@
 // # Attachment order records
 //
 // Before the first ADD, setup writes the pod's attachments (network,
-// ifname, netns) to a record outside libcni's results directory (see
-// package cache). An attachment leaves the record only once its DEL
+// ifname, netns, and the digest of the exact config each is added with,
+// saved next to the record, one copy per distinct config) to a record
+// outside libcni's results directory (see package cache). Both are
+// written durably (fsync of the file, then of the directory) before any
+// plugin runs. An attachment leaves the record only once its DEL
 // succeeded or its plugin said it is gone: after a teardown, a rollback or
 // a GC that could not delete it, it is still recorded, whether or not its
-// cache entry survived. The record goes when it is empty.
+// cache entry survived, with its retry state. The record goes when it is
+// empty; GC removes saved configs that no record uses. Teardown, healing
+// and GC read a sandbox's cache entries, record and saved configs through
+// one merge (its inventory), so they agree on which attachments it has.
+//
+// # Healing
+//
+// A DEL that failed in a teardown, a rollback or GC is retried in the
+// background, under the sandbox's lock only, until it succeeds or its
+// plugin answers code 3, with capped exponential backoff and jitter, at
+// most [HealPolicy].Concurrency sandboxes at a time, until the horizon
+// (see [HealPolicy] and [WithHealing]). The retry state lives in the
+// order record, so a later manager on the same cache dir resumes it, and
+// [Manager.PendingTeardowns] lists it. A setup of the same sandbox ID
+// cancels it. Every retry reaches the [PluginHook] with Reason "heal".
 //
 // # Untrusted files
 //

@@ -69,7 +69,7 @@ func TestTeardownCorruptEntryWithoutConfigFile(t *testing.T) {
 			require.Len(t, files, 1)
 			require.NoError(t, os.Remove(files[0]))
 			if savedToo {
-				require.NoError(t, os.RemoveAll(filepath.Join(e.cacheDir, "ocicni", "configs")))
+				e.dropSavedConfigs()
 			}
 			m := e.restart()
 

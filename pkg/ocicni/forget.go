@@ -76,7 +76,7 @@ func (m *Manager) cachedFiles(pod *PodNetwork) ([]cachedFile, error) {
 		att := cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}
 		// The cached config goes with the record, so that GC deletes the
 		// attachment with it even when its config file is gone.
-		if digest, err := m.cache.SaveConfig(e.Config); err == nil {
+		if digest, err := m.cache.SaveConfig(pod.ID, e.Config); err == nil {
 			att.Config = digest
 		} else {
 			return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)

@@ -81,11 +81,25 @@ func (e *itEnv) orderFiles() []string {
 	require.NoError(e.t, err)
 	var out []string
 	for _, d := range des {
-		if !cache.IsSpareFile(d.Name()) { // kept for reuse, bounded: not a pod's
+		// Spares are kept for reuse, bounded: not a pod's. A record's links
+		// to its saved configs go with it, which the leftover scan checks.
+		if !cache.IsSpareFile(d.Name()) && !cache.IsConfigLink(d.Name()) {
 			out = append(out, d.Name())
 		}
 	}
 	return out
+}
+
+// dropSavedConfigs removes every saved config and every record's link to
+// one, as if the records had been written by an earlier version.
+func (e *itEnv) dropSavedConfigs() {
+	e.t.Helper()
+	require.NoError(e.t, os.RemoveAll(filepath.Join(e.cacheDir, "ocicni", "configs")))
+	links, err := filepath.Glob(filepath.Join(e.cacheDir, "ocicni", "attachments", ".cfg.*"))
+	require.NoError(e.t, err)
+	for _, l := range links {
+		require.NoError(e.t, os.Remove(l))
+	}
 }
 
 // cacheName is the base name of the cache entry of an attachment.

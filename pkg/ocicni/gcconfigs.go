@@ -6,39 +6,45 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// savedConfigGrace is how recently a saved config must have been saved
-// for GC to keep it although no record it read refers to it: a setup, a
-// teardown or a heal retry saves (or touches) a config just before it
-// writes the record that refers to it, possibly after GC read the records.
+// savedConfigGrace is how recently a saved config or a record's link to
+// it must have changed for GC to keep it although no record it read uses
+// it: a setup links a config just before it writes the record that uses
+// it, possibly after GC read the records.
 const savedConfigGrace = 10 * time.Minute
 
-// sweepConfigs removes the saved configs that no order record in recs
-// refers to and that nobody saved within [savedConfigGrace]. Failures are
-// logged: a config left behind costs only disk space until the next GC.
+// sweepConfigs removes what [cache.Cache.ReleaseConfigs] could not: links
+// of records that are gone (a record removed while unreadable, or a crash
+// between the two removals), and shared copies of saved configs that no
+// record links (a crash between saving a config and writing its record),
+// once they are older than [savedConfigGrace]. recs holds the records GC
+// read. Failures are logged: a file left behind costs only disk space
+// until the next GC.
 func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) {
-	if len(recs.corrupt) > 0 {
-		return // an unreadable record may refer to any of them
-	}
 	saved, err := m.cache.ListConfigs()
 	if err != nil {
 		log.WithError(err).Warn("Cannot list saved configs")
 		return
 	}
-	used := map[string]bool{}
-	for _, record := range recs.byID {
-		for _, a := range record {
-			used[a.Config] = true
-		}
-	}
 	cutoff := time.Now().Add(-savedConfigGrace)
-	for _, c := range saved {
-		if used[c.Digest] || c.ModTime.After(cutoff) {
+	for _, sc := range saved {
+		if sc.Changed.After(cutoff) {
 			continue
 		}
-		if err := m.cache.RemoveConfig(c.Digest); err != nil {
+		var stray bool
+		if sc.ContainerID != "" {
+			_, recorded := recs.byID[sc.ContainerID]
+			_, unreadable := recs.corrupt[sc.ContainerID]
+			stray = !recorded && !unreadable
+		} else {
+			stray = sc.Links == 1
+		}
+		if !stray {
+			continue
+		}
+		if err := m.cache.RemoveSavedConfig(sc); err != nil {
 			log.WithError(err).Warn("Cannot remove an unused saved config")
 		} else if debugEnabled(log) {
-			log.WithField("config", c.Digest).Debug("Removed an unused saved config")
+			log.WithFields(logrus.Fields{"config": sc.Digest, "file": sc.Path}).Debug("Removed an unused saved config")
 		}
 	}
 }

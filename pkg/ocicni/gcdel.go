@@ -104,7 +104,7 @@ func (m *Manager) stillStale(p *stalePlan, recorded []cache.Attachment) bool {
 // container is left, readable or corrupt.
 func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
 	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
-		m.settle(id, recorded, rerr, plans, outcomes, log)
+		m.settle(id, recorded, rerr, nil, plans, outcomes, log)
 		return
 	}
 	left, err := m.cache.ForContainer(id)

@@ -94,11 +94,21 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 
 	corrupt, cerrs := m.corruptByID(listing.Corrupt, g, watch, set)
 	errs = append(errs, cerrs...)
-	ids := slices.Concat(slices.Collect(maps.Keys(g.byID)), slices.Collect(maps.Keys(corrupt)),
-		slices.Collect(maps.Keys(recs.byID)), slices.Collect(maps.Keys(recs.corrupt)))
-	slices.Sort(ids)
+	// Containers in the order the cache lists their entries, then those
+	// only a corrupt entry or a record names.
+	ids := make([]string, 0, len(g.byID)+len(recs.byID))
+	for _, e := range listing.Entries {
+		ids = append(ids, e.ContainerID)
+	}
+	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), slices.Sorted(maps.Keys(recs.byID)),
+		slices.Sorted(maps.Keys(recs.corrupt)))
+	seen := make(map[string]bool, len(ids))
 	st := &staleSet{byID: map[string]*staleContainer{}}
-	for _, id := range slices.Compact(ids) {
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		if keep(id) {
 			continue
 		}
@@ -114,7 +124,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 				errs = append(errs, &NetworkError{Network: s.Name, IfName: s.Ifname, Verb: "DEL", Err: err})
 				continue
 			}
-			from := s.corrupt
+			from := s.corruptPath()
 			if s.entry != nil {
 				from = s.entry.Path
 			}

@@ -27,8 +27,7 @@ type HealPolicy struct {
 	Concurrency int
 	// Timeout bounds one retry of one sandbox (its DELs); 1 min by default.
 	Timeout time.Duration
-	// Disabled turns healing off: failed DELs stay recorded for the
-	// runtime's next teardown and for GC only.
+	// Disabled turns the background retries off (see [WithoutHealing]).
 	Disabled bool
 }
 
@@ -248,7 +247,7 @@ func (h *healer) retry(ctx context.Context, id string) {
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	h.m.settle(id, record, nil, plans, outcomes, log)
+	h.m.settle(id, record, nil, nil, plans, outcomes, log)
 }
 
 // PendingTeardown is an attachment whose DEL failed and that the manager

@@ -112,7 +112,7 @@ func TestHealFinishesTeardownWithoutAnotherCall(t *testing.T) {
 	require.NoError(t, os.Remove(flag))
 	e.requireHealed(m, pod, "flaky")
 	assert.Positive(t, runs.count("DEL", pod.ID, reasonHeal))
-	assert.Equal(t, 1, runs.count("DEL", pod.ID, reasonTeardown)/3, "the runtime called teardown once (three plugins)")
+	assert.Equal(t, 1, runs.count("DEL", pod.ID, reasonTeardown), "the runtime's one teardown stopped at the recorder, the first DEL of the chain")
 	healed := false
 	for _, entry := range e.log.AllEntries() {
 		if entry.Level == logrus.InfoLevel && entry.Message == "Background DEL retry finished a teardown" {
@@ -122,28 +122,26 @@ func TestHealFinishesTeardownWithoutAnotherCall(t *testing.T) {
 	assert.True(t, healed, "the heal is logged at Info")
 }
 
-// The same after a restart: the manager that saw the failure is gone, and
-// a new one on the same cache dir resumes the retry with no call at all.
+// The same after a restart: the manager that saw the failure is gone
+// before any retry, and a new one on the same cache dir resumes the retry
+// with no call at all.
 func TestHealResumesInANewManager(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
 	flag := e.failingDELNet("flaky")
-	m := e.start() // healing off: only the record knows
+	m := e.start() // healing off, as a process killed before any retry
 	pod := e.pod("p")
 	e.setUp(pod)
 	require.Error(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
 	e.runtimeGivesUp(pod)
+	require.NoError(t, m.Shutdown())
 	pending, err := m.PendingTeardowns()
 	require.NoError(t, err)
-	assert.Empty(t, pending, "without healing nothing is scheduled")
-
-	// A manager with healing records the failure of its own teardown.
-	m = e.restart(WithHealing(fastHeal))
-	require.Error(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
-	require.NoError(t, m.Shutdown())
-	pending, err = m.PendingTeardowns()
-	require.NoError(t, err)
-	require.Len(t, pending, 1)
+	require.Len(t, pending, 1, "the record keeps the retry")
+	assert.Equal(t, 1, pending[0].Attempts)
+	m.healer.mu.Lock()
+	assert.Empty(t, m.healer.due, "without healing nothing is scheduled")
+	m.healer.mu.Unlock()
 
 	require.NoError(t, os.Remove(flag))
 	var runs healRuns
@@ -309,6 +307,7 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
 	flag := e.failingDELNet("flaky")
+	e.recordedBridge("other", nil)
 	var runs healRuns
 	m := e.start(WithHealing(HealPolicy{Initial: time.Hour}), WithPluginHook(runs.hook))
 	pod := e.pod("p")
@@ -318,16 +317,27 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 
-	e.setUp(pod)
+	// The runtime creates the sandbox again, in a new netns, here on
+	// another network (flaky's eth0 still holds the address).
+	again := pod
+	again.NetNS = testenv.NewNS(t)
+	again.Networks = []NetAttachment{{Name: "other", Ifname: "net1"}}
+	e.setUp(again)
 	pending, err = m.PendingTeardowns()
 	require.NoError(t, err)
 	assert.Empty(t, pending, "the setup cancelled the retry")
+	order, err := m.cache.ReadOrder(pod.ID)
+	require.NoError(t, err)
+	require.Len(t, order, 2)
+	assert.Equal(t, "other", order[0].Network)
+	assert.Equal(t, "flaky", order[1].Network, "the earlier attachment stays recorded for teardown and GC")
 	m.healer.retry(context.Background(), pod.ID) // as if it fell due now
 	assert.Zero(t, runs.count("DEL", pod.ID, reasonHeal), "the retry ran no DEL")
 
 	require.NoError(t, os.Remove(flag))
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
-	e.assertClean(pod, "flaky")
+	e.assertClean(pod, "flaky", "other")
+	e.assertClean(again, "flaky", "other")
 }
 
 // Shutdown waits for a retry in flight, which finishes within its own
@@ -353,4 +363,29 @@ func TestShutdownWaitsForHealRetry(t *testing.T) {
 	order, err := m.cache.ReadOrder(pod.ID)
 	require.NoError(t, err)
 	assert.Nil(t, order, "the retry in flight finished the teardown")
+}
+
+// The process that saw the teardown fail is killed with SIGKILL; a new
+// manager on the same cache dir, given no call, finishes the teardown.
+func TestHealResumesAfterKill(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	flag := e.failingDELNet("flaky")
+	e.start()
+	pod := e.pod("p")
+	e.setUp(pod)
+	require.NoError(t, e.m.Shutdown())
+
+	h := startHelper(t, crashJob{ConfDir: e.confDir, CacheDir: e.cacheDir, BinDir: pluginDir, Verb: "teardown",
+		Pod: PodNetwork{ID: pod.ID}})
+	h.waitFor(t, h.finished)
+	require.Contains(t, h.result(), "busy", "the helper's teardown failed")
+	h.kill(t, true)
+	e.runtimeGivesUp(pod)
+
+	require.NoError(t, os.Remove(flag))
+	var runs healRuns
+	m := e.start(WithHealing(fastHeal), WithPluginHook(runs.hook))
+	e.requireHealed(m, pod, "flaky")
+	assert.Positive(t, runs.count("DEL", pod.ID, reasonHeal))
 }

@@ -58,7 +58,7 @@ func TestPluginHookAndEnv(t *testing.T) {
 	for i, plugin := range []string{"bridge", "tuning"} {
 		assert.Equal(t, ocicni.PluginRun{
 			Verb: "ADD", Network: "net", Plugin: plugin, ContainerID: "pod1", IfName: "eth0",
-			Duration: adds[i].Duration,
+			Duration: adds[i].Duration, Reason: "setup",
 		}, adds[i])
 	}
 	dels := got.of("DEL")
@@ -66,6 +66,7 @@ func TestPluginHookAndEnv(t *testing.T) {
 	var ce *types.Error
 	require.ErrorAs(t, dels[0].Err, &ce)
 	assert.Equal(t, uint(types.ErrTryAgainLater), ce.Code)
+	assert.Equal(t, "teardown", dels[0].Reason)
 	assert.NotEmpty(t, got.of("VERSION"), "VERSION runs are reported too")
 
 	for _, c := range env.Exec.Calls("ADD", "DEL") {

@@ -16,14 +16,22 @@ import (
 type slot struct {
 	NetAttachment
 	entry   *cache.Entry      // its readable cache entry, or nil
-	corrupt string            // the path of its corrupt cache file, or ""
+	corrupt *cache.EntryError // its corrupt cache file, or nil
 	rec     *cache.Attachment // its line in the order record (saved config, netns, heal state), or nil
 }
 
 // known reports whether anything on disk names the attachment, so that it
 // may exist: having no config to delete it with is then a failure
 // ([Orphaned]), not a warning.
-func (s *slot) known() bool { return s.entry != nil || s.corrupt != "" || s.rec != nil }
+func (s *slot) known() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
+
+// corruptPath returns the path of the slot's corrupt cache file, or "".
+func (s *slot) corruptPath() string {
+	if s.corrupt == nil {
+		return ""
+	}
+	return s.corrupt.Path
+}
 
 // inventory is what is known of one sandbox's attachments: the networks a
 // request names, the libcni cache entries, and the order record with its
@@ -68,7 +76,7 @@ func (m *Manager) takeInventory(id string, requested []NetAttachment, set *netwo
 		case err == nil:
 			s.entry = e
 		case errors.Is(err, cache.ErrCorruptEntry) && errors.As(err, &ee):
-			s.corrupt = ee.Path
+			s.corrupt = ee
 		}
 		inv.slots = append(inv.slots, s)
 	}
@@ -108,7 +116,7 @@ func newInventory(id string, record []cache.Attachment, rerr error, entries []*c
 		default:
 			log.WithError(ee).WithFields(logrus.Fields{"file": filepath.Base(ee.Path), "network": a.Name}).
 				Warn("Corrupt CNI cache entry; deleting with the saved or loaded config")
-			inv.slots = append(inv.slots, &slot{NetAttachment: a, corrupt: ee.Path, rec: rec})
+			inv.slots = append(inv.slots, &slot{NetAttachment: a, corrupt: ee, rec: rec})
 		}
 	}
 	for i := range record {

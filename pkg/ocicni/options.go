@@ -325,9 +325,11 @@ func WithHealing(p HealPolicy) Option {
 	}
 }
 
-// WithoutHealing turns healing off (see [WithHealing]): failed DELs stay
-// recorded for the runtime's next teardown and for GC only. Tools that
-// share a cache dir with a runtime's manager use it.
+// WithoutHealing turns the background retries off (see [WithHealing]).
+// Failed DELs stay recorded, with their retry state, for the runtime's
+// next teardown, for GC, and for the next manager started with healing on
+// the same cache dir, which resumes them. Short-lived tools that share a
+// cache dir with a runtime's manager use it.
 func WithoutHealing() Option {
 	return func(o *options) error {
 		o.heal.Disabled = true

@@ -16,24 +16,26 @@ import (
 // record must outlive every teardown or GC that could not DEL it: before
 // the fix, each of these returned nil or dropped the record, and the IP
 // and the veth leaked for good once the config and the plugin recovered.
+// With the config file gone, the config saved with the record deletes it;
+// only a record without one (written by an earlier version) waits for the
+// file to return.
 func TestOrderRecordKeptUntilAttachmentDeleted(t *testing.T) {
 	t.Parallel()
+	gc := func(e *itEnv, m *Manager, _ PodNetwork) error { return m.GC(e.ctx(), nil) }
+	teardown := func(e *itEnv, m *Manager, pod PodNetwork) error {
+		return m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID})
+	}
 	tests := []struct {
 		name       string
 		noConfig   bool // the network's config file is gone meanwhile
+		noSaved    bool // and no config was saved with the record
 		faultStays bool // the DEL fault is still on meanwhile
 		run        func(e *itEnv, m *Manager, pod PodNetwork) error
 	}{
-		{
-			name: "GC while the config is absent", noConfig: true,
-			run: func(e *itEnv, m *Manager, _ PodNetwork) error { return m.GC(e.ctx(), nil) },
-		},
-		{
-			name: "teardown by ID while the config is absent", noConfig: true,
-			run: func(e *itEnv, m *Manager, pod PodNetwork) error {
-				return m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID})
-			},
-		},
+		{name: "GC while the config file is absent", noConfig: true, run: gc},
+		{name: "teardown by ID while the config file is absent", noConfig: true, run: teardown},
+		{name: "GC while no config is left", noConfig: true, noSaved: true, run: gc},
+		{name: "teardown by ID while no config is left", noConfig: true, noSaved: true, run: teardown},
 		{
 			name: "GC while the DEL still fails", faultStays: true,
 			run: func(e *itEnv, m *Manager, _ PodNetwork) error { return m.GC(e.ctx(), nil) },
@@ -58,8 +60,17 @@ func TestOrderRecordKeptUntilAttachmentDeleted(t *testing.T) {
 				require.NoError(t, os.Remove(flag))
 				m = e.restart()
 			}
+			if tt.noSaved {
+				e.dropSavedConfigs()
+			}
 
 			err = tt.run(e, m, pod)
+			if tt.noConfig && !tt.noSaved {
+				require.NoError(t, err, "deleted with the saved config")
+				assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "bridge's interface is gone")
+				e.assertClean(pod, "neta")
+				return
+			}
 
 			var ne *NetworkError
 			require.ErrorAs(t, err, &ne, "the leak is reported, not nil")
@@ -92,6 +103,7 @@ func TestOrphanedOutcome(t *testing.T) {
 	_, pod, flag := e.failedRollbackPod()
 	require.NoError(t, os.Remove(filepath.Join(e.confDir, "10-neta.conflist")))
 	require.NoError(t, os.Remove(flag))
+	e.dropSavedConfigs() // a record of an earlier version: no config saved with it
 	m := e.restart(WithTeardownPolicy(Tolerant))
 
 	outcomes, err := m.TearDownPodOutcomes(e.ctx(), PodNetwork{ID: pod.ID})

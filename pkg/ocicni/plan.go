@@ -29,6 +29,9 @@ type plan struct {
 	// attachment, so it may exist: having no config to DEL it with is
 	// then a failure ([Orphaned]), not a warning.
 	known bool
+	// corrupt is why its cache entry is corrupt, if it is; an Orphaned
+	// outcome says so.
+	corrupt error
 }
 
 // planFor builds the DEL or CHECK plan of one attachment of container
@@ -39,7 +42,10 @@ type plan struct {
 // ones stored in the cache entry and the record; stored paths are used
 // only if they pass [storedNetNS]. It never modifies pod.
 func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
-	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, known: s.known(), entryPath: s.corrupt}
+	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, known: s.known(), entryPath: s.corruptPath()}
+	if s.corrupt != nil {
+		p.corrupt = s.corrupt
+	}
 	plog := func() *logrus.Entry { // built only to warn
 		return log.WithFields(logrus.Fields{"network": s.Name, "ifname": s.Ifname})
 	}
@@ -63,7 +69,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		}
 	}
 	if p.list == nil {
-		list, policy := m.savedList(s, set, plog)
+		list, policy := m.savedList(pod.ID, s, set, plog)
 		if list == nil {
 			n := set.byName[s.Name]
 			if n == nil {
@@ -89,22 +95,26 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 }
 
 // slotNetNS returns the netns path stored for an attachment, in its cache
-// entry or else its order record, when a plugin may run in it.
+// entry or else its order record, when a plugin may run in it. A stored
+// path that fails [storedNetNS] is logged, wherever it is stored.
 func (m *Manager) slotNetNS(s *slot, plog func() *logrus.Entry) string {
+	netns := ""
 	for _, stored := range []struct{ path, from string }{
-		{entryNetNS(s.entry), "cache entry"},
-		{recNetNS(s.rec), "attachment order record"},
+		{entryNetNS(s.entry), "a cache entry"},
+		{recNetNS(s.rec), "an attachment order record"},
 	} {
 		if stored.path == "" {
 			continue
 		}
-		netns, err := storedNetNS(stored.path)
-		if err == nil {
-			return netns
+		path, err := storedNetNS(stored.path)
+		switch {
+		case err != nil:
+			plog().WithError(err).Warn("Ignoring the netns path of " + stored.from)
+		case netns == "":
+			netns = path
 		}
-		plog().WithError(err).Warn("Ignoring the netns path of a " + stored.from)
 	}
-	return ""
+	return netns
 }
 
 func entryNetNS(e *cache.Entry) string {
@@ -123,11 +133,11 @@ func recNetNS(a *cache.Attachment) string {
 
 // savedList returns the config saved with the attachment's order record,
 // or nil when there is none or it cannot be used (logged).
-func (m *Manager) savedList(s *slot, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
+func (m *Manager) savedList(id string, s *slot, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
 	if s.rec == nil || s.rec.Config == "" {
 		return nil, ""
 	}
-	b, err := m.cache.ReadConfig(s.rec.Config)
+	b, err := m.cache.ReadConfig(id, s.rec.Config)
 	if err == nil {
 		list, policy, perr := cachedList(b, s.Name, set)
 		if perr == nil {

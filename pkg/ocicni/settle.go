@@ -21,14 +21,21 @@ const maxLastErrorLen = 1024
 //     (with its config saved, so that it can be deleted when the entry is
 //     removed by hand), and, with healing on, its retry is scheduled (see
 //     [HealPolicy]);
+//   - an attachment in never (a setup recorded it, but never added it)
+//     leaves the record;
 //   - an unreadable record cannot guide anything: it goes when no DEL
 //     failed, and is replaced by the failed attachments otherwise.
 //
-// Failures to write are logged: the record then stays as it was, which
-// costs at most a harmless repeated DEL.
-func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
-	next := slices.Clone(recorded)
-	changed := rerr != nil
+// The saved configs that the record no longer uses go with it. Failures
+// to write are logged: the record then stays as it was, which costs at
+// most a harmless repeated DEL.
+func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
+	outcomes []Outcome, log *logrus.Entry,
+) {
+	next := slices.DeleteFunc(slices.Clone(recorded), func(a cache.Attachment) bool {
+		return slices.Contains(never, NetAttachment{Name: a.Network, Ifname: a.IfName})
+	})
+	changed := rerr != nil || len(next) < len(recorded)
 	now := time.Now()
 	for _, o := range outcomes {
 		if o.ContainerID != id || o.Network == "" {
@@ -67,6 +74,9 @@ func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, pla
 		log.WithError(err).Warn("Cannot update attachment order record")
 		return
 	}
+	if err := m.cache.ReleaseConfigs(id, unusedConfigs(recorded, next)...); err != nil {
+		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
+	}
 	if due, ok := earliestHeal(next); ok {
 		m.healer.schedule(id, due)
 	}
@@ -84,7 +94,7 @@ func (m *Manager) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.At
 	if p.rt != nil {
 		line.NetNS = p.rt.NetNS
 	}
-	digest, err := m.cache.SaveConfig(p.list.Bytes)
+	digest, err := m.cache.SaveConfig(p.id, p.list.Bytes)
 	if err != nil {
 		planLog(log, p, "DEL").WithError(err).Warn("Cannot save the config of a failed attachment")
 	} else {
@@ -94,12 +104,11 @@ func (m *Manager) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.At
 }
 
 // markFailed updates the heal state of a record line after a failed DEL.
-// With healing off it leaves the line as it is.
+// It does so with healing off too: the state then tells operators
+// ([Manager.PendingTeardowns]) and a manager started later with healing
+// on, which resumes the retries.
 func (m *Manager) markFailed(a *cache.Attachment, o Outcome, now time.Time, log *logrus.Entry) {
 	pol := m.opts.heal
-	if pol.Disabled {
-		return
-	}
 	h := a.Heal
 	if h == nil {
 		h = &cache.Heal{Since: now}
@@ -120,6 +129,19 @@ func (m *Manager) markFailed(a *cache.Attachment, o Outcome, now time.Time, log 
 		return
 	}
 	h.Next = now.Add(pol.backoff(h.Attempts))
+}
+
+// unusedConfigs returns the saved configs that before uses and after does
+// not.
+func unusedConfigs(before, after []cache.Attachment) []string {
+	var out []string
+	for _, a := range before {
+		if a.Config != "" && !slices.Contains(out, a.Config) &&
+			!slices.ContainsFunc(after, func(b cache.Attachment) bool { return b.Config == a.Config }) {
+			out = append(out, a.Config)
+		}
+	}
+	return out
 }
 
 // earliestHeal returns when the first pending retry of a record is due.

@@ -2,6 +2,7 @@ package ocicni
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/containernetworking/cni/libcni"
@@ -47,7 +48,7 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	}
 	outcomes := append(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown)...)
 	err = m.teardownResult(&pod, outcomes, log)
-	m.settle(pod.ID, inv.record, inv.recordErr, plans, outcomes, log)
+	m.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
 	if err == nil {
 		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
 	}
@@ -103,6 +104,9 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		o := Outcome{ContainerID: p.id, Network: p.Name, IfName: p.Ifname, Policy: p.policy}
 		if p.list == nil {
 			o.Class, o.Err = NoConfig, ErrNoConfig
+			if p.corrupt != nil {
+				o.Err = fmt.Errorf("%w: %w", p.corrupt, ErrNoConfig)
+			}
 			if p.known {
 				o.Class = Orphaned // a failure: returned, not logged here
 			} else {

@@ -388,7 +388,13 @@ func (e *itEnv) failedRollbackPod() (*Manager, PodNetwork, string) {
 	require.NotNil(t, se.Rollback, "the rollback failed")
 	order, err := m.cache.ReadOrder(pod.ID)
 	require.NoError(t, err)
-	require.Equal(t, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: pod.NetNS}}, order)
+	require.Len(t, order, 1)
+	assert.Equal(t, cache.Attachment{Network: "neta", IfName: "eth0", NetNS: pod.NetNS}, cache.Attachment{
+		Network: order[0].Network, IfName: order[0].IfName, NetNS: order[0].NetNS,
+	})
+	assert.NotEmpty(t, order[0].Config, "the config it was added with is saved")
+	require.NotNil(t, order[0].Heal, "the failed rollback DEL waits for a retry")
+	assert.Equal(t, 1, order[0].Heal.Attempts)
 	require.Empty(t, e.cacheFiles())
 	require.Len(t, testenv.Reservations(t, e.dataDir, "neta"), 1)
 	require.NotNil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"), "bridge left eth0 behind")

@@ -587,7 +587,7 @@ func TestWatchShutdown(t *testing.T) {
 func TestWatchShutdownWithoutWatcher(t *testing.T) {
 	e := newWatchEnv(t)
 	before := managerGoroutines()
-	m := e.manager(t, WithoutWatcher())
+	m := e.manager(t, WithoutWatcher(), WithoutHealing()) // healing has a goroutine of its own
 	assert.Empty(t, newGoroutines(before))
 	require.NoError(t, m.Shutdown())
 	require.NoError(t, m.Shutdown())

@@ -49,9 +49,10 @@
 //     message without a code fails with code 999 (internal error); a code
 //     without a message gets a default message.
 //   - "crash": write non-JSON garbage to stdout and exit with status 2.
-//   - "onlyIfExists": an absolute path; the error or crash applies only
-//     while this file exists. Because DEL runs with the cached config, this
-//     is how a test clears a fault after ADD.
+//   - "onlyIfExists": an absolute path; the sleep, error or crash applies
+//     only while this file exists (checked before the sleep, and again
+//     after it for the error or crash). Because DEL runs with the config
+//     of the ADD, this is how a test clears a fault after ADD.
 //   - "result" (ADD only): raw JSON printed to stdout verbatim, so a test can
 //     return a 0.2.0 result or a result without interfaces. A JSON string
 //     is printed unquoted, so "result": "not json" makes a successful ADD

@@ -88,12 +88,15 @@ func run(verb string, args *skel.CmdArgs) error {
 			return types.NewError(types.ErrInternal, "recorder: waitForFile", err.Error())
 		}
 	}
-	if b.SleepMs > 0 {
-		time.Sleep(time.Duration(b.SleepMs) * time.Millisecond)
-	}
 	faulty, err := b.faultActive()
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "recorder: check onlyIfExists", err.Error())
+	}
+	if faulty && b.SleepMs > 0 {
+		time.Sleep(time.Duration(b.SleepMs) * time.Millisecond)
+		if faulty, err = b.faultActive(); err != nil {
+			return types.NewError(types.ErrIOFailure, "recorder: check onlyIfExists", err.Error())
+		}
 	}
 	if faulty && b.Crash {
 		_, _ = os.Stdout.WriteString(crashOutput)
@@ -130,7 +133,7 @@ func (c *netConf) behaviourFor(verb string) behaviour {
 	return *b
 }
 
-// faultActive reports whether the error or crash of b applies now.
+// faultActive reports whether the sleep, error or crash of b applies now.
 func (b behaviour) faultActive() (bool, error) {
 	if b.OnlyIfExists == "" {
 		return true, nil

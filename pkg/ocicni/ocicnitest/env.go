@@ -65,6 +65,9 @@ func NewEnv(tb testing.TB) *Env {
 //   - [ocicni.WithoutWatcher]: the conf dir is read by New and whenever a
 //     requested network is missing, so write configs before New or name
 //     the networks in requests;
+//   - [ocicni.WithoutHealing]: a DEL the test fails is not retried in the
+//     background, so the calls the FakeExec records are the test's own
+//     (pass [ocicni.WithHealing] to test healing);
 //   - [ocicni.WithLogger] with a logger that discards everything.
 func (e *Env) Options(extra ...ocicni.Option) []ocicni.Option {
 	log := logrus.New()
@@ -76,6 +79,7 @@ func (e *Env) Options(extra ...ocicni.Option) []ocicni.Option {
 		ocicni.WithExec(e.Exec),
 		ocicni.WithNetNSOps(e.Exec),
 		ocicni.WithoutWatcher(),
+		ocicni.WithoutHealing(),
 		ocicni.WithLogger(logrus.NewEntry(log)),
 	}
 	return append(opts, extra...)
