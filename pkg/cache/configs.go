@@ -81,7 +81,7 @@ func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
 		return digest, nil
 	}
 	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
-	for range 2 {                    // the copy may go between its write and the link: write it again once
+	for range 2 {                   // the copy may go between its write and the link: write it again once
 		if err := c.writeConfig(path, b); err != nil {
 			return "", fmt.Errorf("cache: save config %s: %w", digest, err)
 		}
