@@ -63,8 +63,16 @@ prepare_src() {
 
 CRIO_TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion seccomp"
 
+# build_deps: the compile check already builds with the seccomp tag, which
+# needs cgo, gcc and libseccomp's headers through pkg-config.
+build_deps() {
+	command -v gcc >/dev/null || install_debs gcc
+	pkg-config --exists libseccomp 2>/dev/null || install_debs libseccomp-dev pkg-config
+}
+
 compile_check() {
 	prepare_src
+	build_deps
 	log "compile check: go build + go vet of cnimgr, test/mocks/ocicni, server (against $REPO)"
 	(cd "$SRC" && go build -mod=mod -tags "$CRIO_TAGS" ./internal/config/cnimgr ./test/mocks/ocicni ./server &&
 		go vet -mod=mod -tags "$CRIO_TAGS test" ./internal/config/cnimgr ./test/mocks/ocicni ./server) ||
@@ -86,8 +94,7 @@ build_all() {
 	if [[ -x $BIN/crio && -x $BIN/pinns ]]; then
 		log "crio and pinns: $BIN (cached for tree $key)"
 	else
-		command -v gcc >/dev/null || install_debs gcc
-		pkg-config --exists libseccomp 2>/dev/null || install_debs libseccomp-dev pkg-config
+		build_deps
 		t=$(date +%s)
 		log "building crio (a cold build takes ~7 min on 2 cores)"
 		mkdir -p "$BIN.tmp"
