@@ -5,6 +5,7 @@
 #   run.sh compile-negative  the compile check fails with an identifier renamed
 #   run.sh build     compile + build crio, pinns, crictl, plugins, pause image
 #   run.sh [all]     build, then run crio and drive it with crictl (as root)
+#   run.sh heal      build (no compile check), then only the heal phase (as root)
 #
 # Everything of CRI-O stays out of our module graph: it is built in its own
 # directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -162,12 +163,17 @@ build)
 	log "total $(($(date +%s) - T0))s"
 	exit 0
 	;;
-all) ;;
-*) die "usage: $0 [compile|build|all]" ;;
+all | heal) ;;
+*) die "usage: $0 [compile|compile-negative|build|all|heal]" ;;
 esac
 
 # shellcheck source=test/e2e/crio/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+if [[ $MODE == heal ]]; then
+	build_all
+	run_e2e heal
+	exit 0
+fi
 compile_check
 build_all
 run_e2e
