@@ -6,6 +6,12 @@ NET=ocicni-e2e
 BRIDGE=${E2E_BRIDGE:-cni-e2e0}
 SUBNET=${E2E_SUBNET:-10.99.0.0/24}
 CNI_CACHE=/var/lib/cni # CRI-O calls InitCNI, which has no cache dir option
+# The heal phase's network: bridge + host-local + the faultdel script plugin.
+# Its name does not start with "$NET-", so the two networks' cache entries
+# are counted apart.
+HNET=ocicni-heal
+HBRIDGE=${E2E_HEAL_BRIDGE:-cni-e2eh0}
+HSUBNET=${E2E_HEAL_SUBNET:-10.99.1.0/24}
 PAUSE_IMAGE=localhost/ocicni-pause:e2e
 PODS_RUN=0
 IPS_CHECKED=0
@@ -46,6 +52,7 @@ cleanup() {
 	# Mounts (storage, shm, pinned namespaces), deepest first.
 	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
 	ip link del "$BRIDGE" 2>/dev/null
+	ip link del "$HBRIDGE" 2>/dev/null
 	local id
 	for id in "${ALL_IDS[@]}" "${STALE_ID:-}"; do
 		[[ -n $id ]] || continue
@@ -234,10 +241,10 @@ run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
 
 pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
 
-check_pod_ip() { # id
-	local ip ns
+check_pod_ip() { # id [subnet]
+	local ip ns subnet=${2:-$SUBNET}
 	ip=$(crictl inspectp "$1" | jq -r '.status.network.ip')
-	[[ $ip == "${SUBNET%.*}."* ]] || die "pod $1 has IP '$ip', not one of $SUBNET"
+	[[ $ip == "${subnet%.*}."* ]] || die "pod $1 has IP '$ip', not one of $subnet"
 	ns=$(pod_netns "$1")
 	[[ -e $ns ]] || die "pod $1: netns '$ns' missing"
 	nsenter --net="$ns" ip -4 -o addr show dev eth0 | grep -qw "inet $ip/24" ||
@@ -250,17 +257,23 @@ stop_rm_pod() {
 	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed"
 }
 
+# count_leftovers: of both networks (the heal network's are 0 before its
+# phase).
 count_leftovers() {
-	local n=0 k id
-	k=$(find "$W/ipam/$NET" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | wc -l)
-	((k == 0)) || log "leftover host-local reservations: $(ls "$W/ipam/$NET")"
-	n=$((n + k))
-	k=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
-	((k == 0)) || log "leftover veths on $BRIDGE: $k"
-	n=$((n + k))
-	k=$(find "$CNI_CACHE/results" -name "$NET-*" 2>/dev/null | wc -l)
-	((k == 0)) || log "leftover libcni cache entries: $k"
-	n=$((n + k))
+	local n=0 k id net br
+	for net in "$NET" "$HNET"; do
+		k=$(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover host-local reservations of $net: $(ls "$W/ipam/$net")"
+		n=$((n + k))
+		k=$(find "$CNI_CACHE/results" -name "$net-*" 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover libcni cache entries of $net: $k"
+		n=$((n + k))
+	done
+	for br in "$BRIDGE" "$HBRIDGE"; do
+		k=$(ip -o link show master "$br" 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover veths on $br: $k"
+		n=$((n + k))
+	done
 	k=0
 	for id in "${ALL_IDS[@]}" "${STALE_ID:-}"; do
 		[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && k=$((k + 1))
@@ -342,9 +355,9 @@ phase_crash() {
 		crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null ||
 			die "crash: stale pod $id is not NOTREADY after restart"
 	done
-	before=$(ip -o link show master "$BRIDGE" | wc -l)
+	before=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
 	for id in "${stale[@]}"; do stop_rm_pod "$id"; done
-	after=$(ip -o link show master "$BRIDGE" | wc -l)
+	after=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
 	((before - after == 2)) || die "crash: stale pods' teardown removed $((before - after)) veths, not 2"
 	log "crash: the 2 stale pods were torn down after restart"
 	for id in "${live[@]}"; do stop_rm_pod "$id"; done
@@ -384,8 +397,208 @@ phase_cached_config() {
 	assert_clean "cached-config"
 }
 
+# set_default_network NAME: restarts crio (TERM) with NAME as
+# cni_default_network; CRI-O attaches a pod to its default network only.
+set_default_network() {
+	stop_crio TERM
+	sed -i "s|^cni_default_network = .*|cni_default_network = \"$1\"|" "$W/crio.conf"
+	start_crio
+}
+
+# write_heal_network: the heal phase's conflist (bridge + host-local, then
+# faultdel) and the faultdel plugin, a bash script (jq is a prerequisite)
+# in its own plugin dir $W/cni-bin. faultdel passes prevResult through on
+# ADD; its DEL fails with code 11 while $W/heal.fault exists. It logs one
+# line per call to $W/faultdel.log: "<unix time> <command> <container id>
+# <outcome>".
+write_heal_network() {
+	local jqbin
+	jqbin=$(command -v jq) || die "jq missing"
+	mkdir -p "$W/cni-bin"
+	cat >"$W/cni-bin/faultdel" <<EOF
+#!/bin/bash
+# faultdel: chained CNI plugin of the e2e heal phase.
+fault=$W/heal.fault
+calllog=$W/faultdel.log
+jq=$jqbin
+EOF
+	cat >>"$W/cni-bin/faultdel" <<'PLUGIN'
+in=$(cat)
+note() { printf '%s %s %s %s\n' "$(date +%s.%N)" "${CNI_COMMAND:-none}" "${CNI_CONTAINERID:--}" "$1" >>"$calllog"; }
+cnierr() { # code msg
+	printf '{"cniVersion":"1.0.0","code":%d,"msg":"%s"}\n' "$1" "$2"
+	note "error-$1"
+	exit 1
+}
+case ${CNI_COMMAND:-} in
+ADD)
+	out=$("$jq" -ce 'if .prevResult then .prevResult + {cniVersion: .cniVersion} else error("no prevResult") end' <<<"$in" 2>/dev/null) ||
+		cnierr 7 "faultdel: no prevResult on stdin"
+	printf '%s\n' "$out"
+	note ok
+	;;
+DEL)
+	[[ -e $fault ]] && cnierr 11 busy
+	note ok
+	;;
+CHECK | STATUS | GC)
+	note ok
+	;;
+VERSION)
+	echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}'
+	note ok
+	;;
+*)
+	cnierr 4 "faultdel: unknown CNI_COMMAND '${CNI_COMMAND:-}'"
+	;;
+esac
+PLUGIN
+	chmod +x "$W/cni-bin/faultdel"
+	cat >"$W/cni/20-$HNET.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$HNET",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$HBRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$W/ipam",
+        "ranges": [[{"subnet": "$HSUBNET"}]]
+      }
+    },
+    { "type": "faultdel" }
+  ]
+}
+EOF
+	grep -q "\"$W/cni-bin\"" "$W/crio.conf" ||
+		sed -i "s|^plugin_dirs = \[\(.*\)\]|plugin_dirs = [\1, \"$W/cni-bin\"]|" "$W/crio.conf"
+	grep -q "\"$W/cni-bin\"" "$W/crio.conf" || die "heal: could not add $W/cni-bin to plugin_dirs"
+}
+
+# heal_fail msg: dies with the heal phase's evidence.
+heal_fail() {
+	log "heal: crio.log (last 40 lines):"
+	tail -40 "$W/crio.log" >&2
+	log "heal: faultdel calls ($W/faultdel.log):"
+	cat "$W/faultdel.log" >&2 2>/dev/null
+	log "heal: order record $CNI_CACHE/ocicni/attachments/${HEAL_ID:-?}:"
+	cat "$CNI_CACHE/ocicni/attachments/${HEAL_ID:-?}" >&2 2>/dev/null || echo "(none)" >&2
+	echo >&2
+	log "heal: left (1 = there): reservation, veth, cache entry, order record: $(heal_state)"
+	die "heal: $*"
+}
+
+# heal_state: what is left of the heal pod's attachment, as "r v c o"
+# (reservation, veth, cache entry, order record; 1 = still there).
+heal_state() {
+	local r=0 v=0 c=0 o=0
+	[[ -e $W/ipam/$HNET/${HEAL_IP:-none} ]] && r=1
+	[[ -n ${HEAL_VETH:-} ]] && ip link show "$HEAL_VETH" >/dev/null 2>&1 && v=1
+	[[ -e $CNI_CACHE/results/$HNET-${HEAL_ID:-none}-eth0 ]] && c=1
+	[[ -e $CNI_CACHE/ocicni/attachments/${HEAL_ID:-none} ]] && o=1
+	echo "$r $v $c $o"
+}
+
+# phase_heal: a DEL that fails while a fault lasts is finished by the
+# library's background retries (healing), with no further CRI call.
+# crio's default network becomes $HNET (a restart); a pod runs; with the
+# fault file present `crictl stopp` is tried E2E_HEAL_STOPS (3) times
+# (CRI-O v1.34 returns the error while the pinned netns cannot be removed;
+# should it report success after a failed teardown, no more stopp is made
+# either); the fault is cleared; then, without any crictl call, the
+# reservation, the veth, the libcni cache entry and the order record must
+# go within E2E_HEAL_WAIT (60) seconds, with the same crio still running.
+phase_heal() {
+	local stops=${E2E_HEAL_STOPS:-3} wait=${E2E_HEAL_WAIT:-60} i rc fails=0 outcome pid err
+	local t_fault t_last t_clear t_healed healed_in state ndel
+	log "phase heal: a DEL that fails while a fault lasts, finished in the background"
+	write_heal_network
+	set_default_network "$HNET"
+	pid=$CRIO_PID
+	run_pod "heal-1"
+	HEAL_ID=$POD_ID
+	check_pod_ip "$HEAL_ID" "$HSUBNET"
+	HEAL_IP=$(crictl inspectp "$HEAL_ID" | jq -r .status.network.ip)
+	[[ -e $W/ipam/$HNET/$HEAL_IP ]] || heal_fail "no host-local reservation for $HEAL_IP"
+	HEAL_VETH=$(ip -o link show master "$HBRIDGE" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}')
+	[[ -n $HEAL_VETH && $HEAL_VETH != *$'\n'* ]] || heal_fail "not exactly one veth on $HBRIDGE: '$HEAL_VETH'"
+	[[ -e $CNI_CACHE/results/$HNET-$HEAL_ID-eth0 ]] || heal_fail "no libcni cache entry $HNET-$HEAL_ID-eth0"
+	[[ -e $CNI_CACHE/ocicni/attachments/$HEAL_ID ]] || heal_fail "no order record for $HEAL_ID"
+	grep -q " ADD $HEAL_ID ok\$" "$W/faultdel.log" || heal_fail "faultdel logged no ADD of the pod"
+	log "heal: pod ${HEAL_ID:0:12} has $HEAL_IP, veth $HEAL_VETH on $HBRIDGE, cache entry and order record"
+
+	touch "$W/heal.fault"
+	t_fault=$(date +%s.%N)
+	for i in $(seq 1 "$stops"); do
+		rc=0
+		crictl stopp "$HEAL_ID" >/dev/null || rc=$?
+		t_last=$(date +%s.%N)
+		if ((rc != 0)); then
+			fails=$((fails + 1))
+			err=$(tail -1 "$W/crictl.log")
+			log "heal: stopp $i/$stops failed as it must (exit $rc): ${err#*desc = }"
+			((i == stops)) || sleep 1
+			continue
+		fi
+		# CRI-O v1.34 reports success when it could remove the netns path
+		# after a failed teardown, and never calls again.
+		grep -q " DEL $HEAL_ID error-11\$" "$W/faultdel.log" ||
+			heal_fail "stopp $i succeeded but no DEL of the pod has failed"
+		break
+	done
+	if ((fails == stops)); then
+		outcome="stopp failed $fails times"
+	else
+		outcome="stopp failed $fails times, then succeeded after a failed teardown (CRI-O removed the netns path)"
+	fi
+	log "heal: $outcome; failed DELs so far: $(grep -c " DEL $HEAL_ID error-11\$" "$W/faultdel.log")"
+	grep -q '"heal"' "$CNI_CACHE/ocicni/attachments/$HEAL_ID" 2>/dev/null ||
+		heal_fail "the order record holds no pending retry after the failed teardown"
+	log "heal: order record: $(jq -c '[.attachments[] | select(.heal) | {network, heal: (.heal | {attempts, next})}]' \
+		"$CNI_CACHE/ocicni/attachments/$HEAL_ID" 2>/dev/null)"
+	if [[ ${E2E_HEAL_RM_CACHE:-0} == 1 ]]; then
+		rm -f "$CNI_CACHE"/results/*"$HEAL_ID"* # as newer CRI-O does after a failed teardown (#9372)
+		log "heal: removed the libcni cache entry by hand (E2E_HEAL_RM_CACHE=1)"
+	fi
+
+	# From here on, no crictl call until the attachment is gone.
+	rm -f "$W/heal.fault"
+	t_clear=$(date +%s.%N)
+	log "heal: fault cleared; no CRI call now; waiting up to ${wait}s"
+	state=$(heal_state)
+	for i in $(seq 1 $((wait * 4))); do
+		[[ $state == "0 0 0 0" ]] && break
+		kill -0 "$pid" 2>/dev/null || heal_fail "crio (pid $pid) exited while healing"
+		sleep 0.25
+		state=$(heal_state)
+	done
+	t_healed=$(date +%s.%N)
+	healed_in=$(awk -v a="$t_clear" -v b="$t_healed" 'BEGIN {printf "%.1f", b - a}')
+	[[ $state == "0 0 0 0" ]] || heal_fail "not healed ${wait}s after the fault cleared"
+	[[ $CRIO_PID == "$pid" ]] && kill -0 "$pid" 2>/dev/null || heal_fail "crio (pid $pid) is not running"
+	ndel=$(awk -v t="$t_last" -v id="$HEAL_ID" '$2 == "DEL" && $3 == id && $4 == "ok" && $1 > t' "$W/faultdel.log" | wc -l)
+	((ndel > 0)) || heal_fail "healed, but faultdel logged no successful DEL after the last crictl call"
+	HEAL_OUTCOME="$outcome; healed ${healed_in}s after the fault cleared by $ndel DEL(s) after the last crictl call"
+	log "heal: $HEAL_OUTCOME; crio (pid $pid) still running"
+	log "heal: DELs of the pod, in s after the fault was set (cleared at +$(awk -v a="$t_fault" -v b="$t_clear" \
+		'BEGIN {printf "%.1f", b - a}')): $(awk -v t="$t_fault" -v id="$HEAL_ID" \
+		'$2 == "DEL" && $3 == id {printf "%s+%.1f %s", sep, $1 - t, $4; sep = ", "}' "$W/faultdel.log")"
+	grep 'Background DEL retry finished a teardown' "$W/crio.log" | tail -1 >&2 || true
+
+	crictl rmp -f "$HEAL_ID" >/dev/null || heal_fail "crictl rmp -f $HEAL_ID failed"
+	ip link del "$HBRIDGE" 2>/dev/null || true
+	assert_clean "heal"
+}
+
+# run_e2e phase...: setup, crio, then the phases named (churn, crash,
+# cached_config, heal), in order.
 run_e2e() {
 	[[ $(id -u) == 0 ]] || die "run as root"
+	(($# > 0)) || set -- churn crash cached_config heal
 	W=$(mktemp -d /tmp/ocicni-e2e-crio.XXXXXX)
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
@@ -395,16 +608,21 @@ run_e2e() {
 	CONMON=$(command -v conmon)
 	OCICNITOOL=$E2E_CACHE/bin-$(keyhash)/ocicnitool
 	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
-	ip link show "$BRIDGE" >/dev/null 2>&1 && die "bridge $BRIDGE exists already (another run?)"
+	local br
+	for br in "$BRIDGE" "$HBRIDGE"; do
+		ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run?)"
+	done
+	! ip -4 -o addr show | grep -qF " ${HSUBNET%.*}." ||
+		die "a host interface has an address in $HSUBNET: pick another E2E_HEAL_SUBNET"
 	mkdir -p "$W/bin"
 	make_runc
 	write_configs
 	make_pause_image
 	start_crio
-	phase_churn
-	phase_crash
-	phase_cached_config
+	local phase
+	for phase in "$@"; do "phase_$phase"; done
 	stop_crio TERM
+	[[ -z ${HEAL_OUTCOME:-} ]] || log "heal: $HEAL_OUTCOME"
 	log "figures: pods run $PODS_RUN, IPs checked $IPS_CHECKED, kills $KILLS, leftovers $LEFTOVERS, total $(($(date +%s) - T0))s"
 	((LEFTOVERS == 0)) || die "leftovers"
 	log "PASS"

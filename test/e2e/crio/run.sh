@@ -5,6 +5,7 @@
 #   run.sh compile-negative  the compile check fails with an identifier renamed
 #   run.sh build     compile + build crio, pinns, crictl, plugins, pause image
 #   run.sh [all]     build, then run crio and drive it with crictl (as root)
+#   run.sh heal      build (no compile check), then only the heal phase (as root)
 #
 # Everything of CRI-O stays out of our module graph: it is built in its own
 # directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -63,8 +64,16 @@ prepare_src() {
 
 CRIO_TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion seccomp"
 
+# build_deps: the compile check already builds with the seccomp tag, which
+# needs cgo, gcc and libseccomp's headers through pkg-config.
+build_deps() {
+	command -v gcc >/dev/null || install_debs gcc
+	pkg-config --exists libseccomp 2>/dev/null || install_debs libseccomp-dev pkg-config
+}
+
 compile_check() {
 	prepare_src
+	build_deps
 	log "compile check: go build + go vet of cnimgr, test/mocks/ocicni, server (against $REPO)"
 	(cd "$SRC" && go build -mod=mod -tags "$CRIO_TAGS" ./internal/config/cnimgr ./test/mocks/ocicni ./server &&
 		go vet -mod=mod -tags "$CRIO_TAGS test" ./internal/config/cnimgr ./test/mocks/ocicni ./server) ||
@@ -86,8 +95,7 @@ build_all() {
 	if [[ -x $BIN/crio && -x $BIN/pinns ]]; then
 		log "crio and pinns: $BIN (cached for tree $key)"
 	else
-		command -v gcc >/dev/null || install_debs gcc
-		pkg-config --exists libseccomp 2>/dev/null || install_debs libseccomp-dev pkg-config
+		build_deps
 		t=$(date +%s)
 		log "building crio (a cold build takes ~7 min on 2 cores)"
 		mkdir -p "$BIN.tmp"
@@ -155,12 +163,17 @@ build)
 	log "total $(($(date +%s) - T0))s"
 	exit 0
 	;;
-all) ;;
-*) die "usage: $0 [compile|build|all]" ;;
+all | heal) ;;
+*) die "usage: $0 [compile|compile-negative|build|all|heal]" ;;
 esac
 
 # shellcheck source=test/e2e/crio/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+if [[ $MODE == heal ]]; then
+	build_all
+	run_e2e heal
+	exit 0
+fi
 compile_check
 build_all
 run_e2e
