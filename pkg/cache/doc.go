@@ -61,17 +61,35 @@
 //
 // These files live outside results/ so that libcni, and CRI-O's
 // "rm results/*<id>*" cleanup, never see them. [Cache.WriteOrder] replaces
-// a record atomically (temporary file, then rename; files 0600,
-// directories 0700); [Cache.ReadOrder], [Cache.RemoveOrder] and
-// [Cache.ListOrders] complete the set. A record that cannot be parsed is
-// reported as an *[EntryError] matching [ErrCorruptEntry].
+// a record atomically and durably (temporary file, fsync, rename, fsync of
+// the directory; files 0600, directories 0700); [Cache.ReadOrder],
+// [Cache.RemoveOrder] and [Cache.ListOrders] complete the set. A record
+// that cannot be parsed is reported as an *[EntryError] matching
+// [ErrCorruptEntry]. Each attachment may carry the digest of the config it
+// was added with ([Attachment.Config]) and the state of its pending DEL
+// retry ([Heal]).
 //
 // Hidden files in that directory are the package's own: ".tmp-*" are
-// records being written, and ".spare-*" are records that RemoveOrder
-// retired and WriteOrder reuses as its temporary file, because creating a
-// file can cost a pod's setup about a millisecond where renaming one costs
-// a few microseconds. A Cache keeps at most 32 spares, and the first
+// records being written, ".cfg.*" are links to saved configs (see "Saved
+// configs"), and ".spare-*" are records that RemoveOrder retired and
+// WriteOrder reuses as its temporary file, because creating a file can
+// cost a pod's setup about a millisecond where renaming one costs a few
+// microseconds. A Cache keeps at most 32 spares, and the first
 // WriteOrder of a Cache adopts or removes those an earlier process left.
+//
+// # Saved configs
+//
+// [Cache.SaveConfig] keeps the exact bytes of a config, content-addressed
+// ([ConfigDigest]): one shared copy per distinct config in
+// <dir>/ocicni/configs/<hex>, written durably the first time, and, for
+// each record that uses it, a hard link next to the record,
+// <dir>/ocicni/attachments/.cfg.<containerID>.<hex>, which the record's
+// next write makes durable with the same directory sync. [Cache.ReadConfig]
+// reads a record's link (else the shared copy) and checks the content
+// against the digest. [Cache.ReleaseConfigs] removes a record's links and
+// each shared copy no record links any more, so the configs go with the
+// records; [Cache.ListConfigs] and [Cache.RemoveSavedConfig] let a
+// garbage collector remove what a crash left.
 //
 // # Concurrency
 //

@@ -226,8 +226,12 @@ func TestHealBackoff(t *testing.T) {
 		attempts int
 		nominal  time.Duration
 	}{
-		{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {9, 256 * time.Second},
-		{10, 5 * time.Minute}, {1000, 5 * time.Minute},
+		{1, time.Second},
+		{2, 2 * time.Second},
+		{3, 4 * time.Second},
+		{9, 256 * time.Second},
+		{10, 5 * time.Minute},
+		{1000, 5 * time.Minute},
 	} {
 		for range 20 {
 			d := p.backoff(tc.attempts)

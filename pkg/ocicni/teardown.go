@@ -46,7 +46,7 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	if err != nil {
 		return nil, err
 	}
-	outcomes := append(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown)...)
+	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
 	err = m.teardownResult(&pod, outcomes, log)
 	m.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
 	if err == nil {
