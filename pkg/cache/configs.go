@@ -77,23 +77,23 @@ func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Lstat(link); err == nil {
-		return digest, nil
-	}
 	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
-	for range 2 {                   // the copy may go between its write and the link: write it again once
+	// Linking first costs one system call when the copy exists, as it
+	// does for every pod but the first of a config. The copy may also go
+	// between its write and the link: then it is written again, once.
+	for range 3 {
+		err = os.Link(path, link)
+		switch {
+		case err == nil, errors.Is(err, fs.ErrExist):
+			return digest, nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+		}
 		if err := c.writeConfig(path, b); err != nil {
 			return "", fmt.Errorf("cache: save config %s: %w", digest, err)
 		}
 		if err := fsutil.MkdirAllDurable(filepath.Dir(link), 0o700); err != nil {
 			return "", fmt.Errorf("cache: save config: %w", err)
-		}
-		err = os.Link(path, link)
-		if err == nil || errors.Is(err, fs.ErrExist) {
-			return digest, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			break
 		}
 	}
 	return "", fmt.Errorf("cache: save config %s: %w", digest, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/sirupsen/logrus"
 
@@ -14,6 +15,15 @@ import (
 // acquire takes the shared gate and the pod's lock, in the documented
 // order, and returns their release.
 func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
+	l, err := m.lease(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return l.release, nil
+}
+
+// lease takes the shared gate and the pod's lock, in the documented order.
+func (m *Manager) lease(ctx context.Context, id string) (*podLease, error) {
 	if err := m.gate.rlock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
@@ -22,10 +32,24 @@ func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
 		m.gate.runlock()
 		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
 	}
-	return func() {
-		unlockPod()
-		m.gate.runlock()
-	}, nil
+	return &podLease{gate: m.gate, unlockPod: unlockPod}, nil
+}
+
+// podLease is the shared gate and one pod's lock, held together. A
+// background rollback drops the gate early and keeps the pod's lock.
+type podLease struct {
+	gate      *gate
+	gateOnce  sync.Once
+	unlockPod func()
+}
+
+// dropGate releases the gate, once.
+func (l *podLease) dropGate() { l.gateOnce.Do(l.gate.runlock) }
+
+// release releases the pod's lock, then the gate if it is still held.
+func (l *podLease) release() {
+	l.unlockPod()
+	l.dropGate()
 }
 
 // beginPodOp validates the pod's identity and takes its locks, for the
@@ -91,31 +115,38 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.list, rt: rt, policy: n.policy})
 	}
 
-	release, err := m.acquire(ctx, pod.ID)
+	lease, err := m.lease(ctx, pod.ID)
 	if err != nil {
 		return nil, err
 	}
-	release = m.setups.begin(pod.ID, atts, release) // GC leaves a pod being set up alone (see Manager.GC)
+	release := m.setups.begin(pod.ID, atts, lease.release) // GC leaves a pod being set up alone (see Manager.GC)
 	log := m.podLog(&pod)
 	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing
 		release()
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
-	results, err := m.attach(ctx, &pod, plans, log, release)
+	results, err := m.attach(ctx, &pod, plans, log, &setupHold{release: release, dropGate: lease.dropGate})
 	if !errors.Is(err, ErrRollbackPending) {
 		release()
 	}
 	return results, err
 }
 
+// setupHold is what a setup holds while it runs: release ends it (the
+// pod's lock, the gate, the setup's registration with GC); dropGate
+// releases only the gate.
+type setupHold struct {
+	release, dropGate func()
+}
+
 // attach brings up lo, records the attachments durably and runs every
 // ADD, holding the pod's lock. After a failed ADD it rolls back (see
 // [Manager.failSetup]); when the caller's context ends before the
 // rollback does, the rollback goes on in the background, keeps holding
-// the pod's lock (release, which it then calls) and the returned
+// the pod's lock (hold, which it then releases) and the returned
 // *SetupError matches ErrRollbackPending. In every other case the caller
 // releases.
-func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, release func()) ([]NetResult, error) {
+func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, hold *setupHold) ([]NetResult, error) {
 	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
@@ -136,7 +167,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 			continue
 		}
 		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
-		return nil, m.failSetup(ctx, pod, plans, i, order, serr, log, release)
+		return nil, m.failSetup(ctx, pod, plans, i, order, serr, log, hold)
 	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
@@ -185,10 +216,11 @@ func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry)
 // record written before the ADDs (recorded). It returns serr once the
 // rollback finished, with its failures; or, when ctx ends first, at once,
 // with serr matching ErrRollbackPending, and the rollback goes on in the
-// background and then calls release. The caller's deadline is a promise,
-// also when the ADD failed fast and the rollback is slow.
+// background, holding the pod's lock but not the gate (it holds back no
+// GC), and then releases hold. The caller's deadline is a promise, also
+// when the ADD failed fast and the rollback is slow.
 func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan, failed int, recorded []cache.Attachment,
-	serr *SetupError, log *logrus.Entry, release func(),
+	serr *SetupError, log *logrus.Entry, hold *setupHold,
 ) error {
 	finished := make(chan *TeardownError, 1)
 	m.rollbacks.add()
@@ -207,10 +239,11 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 	default:
 	}
 	serr.Cause, serr.RollbackPending = ctx.Err(), true
+	hold.dropGate()
 	m.rollbacks.add()
 	go func() {
 		defer m.rollbacks.done()
-		defer release()
+		defer hold.release()
 		if rerr := <-finished; rerr != nil {
 			log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +
 				"the attachments stay recorded for DEL retries, teardown and GC")

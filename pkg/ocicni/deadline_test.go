@@ -295,3 +295,29 @@ func TestSetupDeadlineAfterFastFailureWithSlowRollback(t *testing.T) {
 	e.assertClean(pod, "good")
 	assert.Equal(t, []string{"failing", "good"}, e.callNetworks("DEL"), "rollback DELs in reverse order")
 }
+
+// A background rollback holds its sandbox's lock but no node-wide lock:
+// GC, which needs a moment with no pod operation in flight for its verbs,
+// sends them while the rollback is still held.
+func TestBackgroundRollbackHoldsNoNodeWideLock(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	d := deadlineNets{add: testenv.NewBarrier(t), del: testenv.NewBarrier(t)}
+	e.recordedBridge("good", nil)
+	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": d.add.Behaviour(nil), "del": d.del.Behaviour(nil)}))
+	e.addConf("gcnet", e.gcConflist("gcnet", nil, nil)) // 1.1.0: gets the GC verb
+	m := e.start()
+	t.Cleanup(func() {
+		d.add.Release(t)
+		d.del.Release(t)
+	})
+	pod, _ := deadlinePod(t, e, m, d)
+	d.del.WaitEntered(t, 1) // the rollback runs in the background, held
+
+	require.NoError(t, m.GC(e.ctx(), []*PodNetwork{&pod}), "GC sent its verbs")
+	assert.Len(t, e.calls("GC"), 1, "gcnet got the GC verb")
+	assert.Equal(t, 1, d.del.Inside(t), "while the rollback is still held")
+	d.del.Release(t)
+	m.rollbacks.wait()
+	e.assertClean(pod, "good")
+}

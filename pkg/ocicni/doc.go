@@ -119,10 +119,10 @@
 // the rollback does (also when the ADD failed at once and the rollback is
 // slow), the call returns at the deadline instead: the SetupError matches
 // the context's error and [ErrRollbackPending], and the rollback finishes
-// in the background, holding the sandbox's lock, so that the next
-// operation on the sandbox waits for it. [Manager.ForgetPodCache] drops a sandbox's
-// cache entries on purpose, recording their attachments first so that GC
-// still deletes them.
+// in the background, holding the sandbox's lock (and no node-wide lock),
+// so that the next operation on the sandbox waits for it.
+// [Manager.ForgetPodCache] drops a sandbox's cache entries on purpose,
+// recording their attachments first so that GC still deletes them.
 //
 // # Plugin processes
 //

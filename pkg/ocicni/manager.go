@@ -39,8 +39,11 @@ type Manager struct {
 	// readers: GC waiting for it exclusively holds back no pod operation,
 	// so a pod never queues behind another sandbox's plugins; GC takes it
 	// when no pod operation is in flight, or skips its verbs when its
-	// context ends first. setups.mu is a leaf, taken under any of these
-	// and never held while waiting. Pod operations never take the loader's
+	// context ends first. A background rollback drops the gate and keeps
+	// only its pod's lock; a heal retry takes only its pod's lock. So no
+	// node-wide lock is held while their plugins run. setups.mu and
+	// healer.mu are leaves, taken under any of these and never held while
+	// waiting. Pod operations never take the loader's
 	// lock: a missing network makes them ask reloads for a reload and wait
 	// for it with their context. The loader's lock comes before
 	// reloads.mu. nets is an atomic pointer read without locks, so Status
