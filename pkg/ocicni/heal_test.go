@@ -380,8 +380,8 @@ func TestHealResumesAfterKill(t *testing.T) {
 	e.setUp(pod)
 	require.NoError(t, e.m.Shutdown())
 
-	h := startHelper(t, crashJob{ConfDir: e.confDir, CacheDir: e.cacheDir, BinDir: pluginDir, Verb: "teardown",
-		Pod: PodNetwork{ID: pod.ID}})
+	job := crashJob{ConfDir: e.confDir, CacheDir: e.cacheDir, BinDir: pluginDir, Verb: "teardown", Pod: PodNetwork{ID: pod.ID}}
+	h := startHelper(t, job)
 	h.waitFor(t, h.finished)
 	require.Contains(t, h.result(), "busy", "the helper's teardown failed")
 	h.kill(t, true)
