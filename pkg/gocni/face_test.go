@@ -273,4 +273,3 @@ func TestRemoveWorksFromCacheAfterFailedLoad(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a/portmap", "a/bridge"}, types, "the cached config's plugins, in reverse")
 }
-
