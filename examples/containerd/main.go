@@ -98,8 +98,9 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := run(ctx, *confDir, *binDir, *netns, *id); err != nil {
+	err := run(ctx, *confDir, *binDir, *netns, *id)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -57,9 +57,9 @@ func TestCNIInterfaceIsGoCNIs(t *testing.T) {
 		gocni.WithArgs("K", "V"),
 	)
 	assert.Len(t, opts, 8)
-	var loadOpts []gocni.CNIOpt = []gocni.Opt{gocni.WithLoNetwork, gocni.WithDefaultConf, gocni.WithAllConf}
+	loadOpts := []gocni.CNIOpt{gocni.WithLoNetwork, gocni.WithDefaultConf, gocni.WithAllConf}
 	assert.Len(t, loadOpts, 3)
-	var r *gocni.CNIResult = &gocni.Result{Interfaces: map[string]*gocni.Config{"eth0": {IPConfigs: []*gocni.IPConfig{{IP: net.IPv4(10, 0, 0, 2)}}}}}
+	r := &gocni.CNIResult{Interfaces: map[string]*gocni.Config{"eth0": {IPConfigs: []*gocni.IPConfig{{IP: net.IPv4(10, 0, 0, 2)}}}}}
 	assert.Len(t, r.Interfaces["eth0"].IPConfigs, 1)
 	assert.True(t, gocni.IsCNINotInitialized(gocni.ErrCNINotInitialized))
 	assert.True(t, gocni.IsInvalidConfig(gocni.ErrInvalidConfig))
@@ -236,12 +236,12 @@ func TestSetupFailureRollsBack(t *testing.T) {
 func TestStatusMinNetworkCountAndRecovery(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	f := newFace(t, env, gocni.WithMinNetworkCount(2))
-	assert.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized, "nothing loaded yet")
+	require.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized, "nothing loaded yet")
 
 	err := f.Load(gocni.WithLoNetwork, gocni.WithDefaultConf)
-	assert.ErrorIs(t, err, gocni.ErrLoad)
+	require.ErrorIs(t, err, gocni.ErrLoad)
 	assert.True(t, gocni.IsCNINotInitialized(err), "an empty conf dir")
-	assert.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized)
+	require.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized)
 	_, err = f.Setup(context.Background(), "pod1", env.NetNS(t, "pod1"))
 	require.ErrorIs(t, err, gocni.ErrCNINotInitialized)
 	assert.Empty(t, env.Exec.Calls("ADD"))

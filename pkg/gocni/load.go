@@ -50,14 +50,14 @@ func readConfFile(file string) (*libcni.NetworkConfigList, error) {
 		}
 		list = l
 	} else {
-		conf, err := libcni.ConfFromFile(file)
+		conf, err := libcni.ConfFromFile(file) //nolint:staticcheck // single-plugin configs are part of go-cni's API
 		if err != nil {
 			return nil, fmt.Errorf("loading CNI config %s: %w: %w", file, err, ErrInvalidConfig)
 		}
 		if conf.Network.Type == "" {
 			return nil, fmt.Errorf("no plugin type in %s: %w", file, ErrInvalidConfig)
 		}
-		if list, err = libcni.ConfListFromConf(conf); err != nil {
+		if list, err = libcni.ConfListFromConf(conf); err != nil { //nolint:staticcheck // single-plugin configs are part of go-cni's API
 			return nil, fmt.Errorf("converting CNI config %s to a list: %w: %w", file, err, ErrInvalidConfig)
 		}
 	}

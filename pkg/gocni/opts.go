@@ -128,11 +128,11 @@ func WithConf(bytes []byte) Opt { return WithConfIndex(bytes, 0) }
 // prefix+index.
 func WithConfIndex(bytes []byte, index int) Opt {
 	return func(c *config) error {
-		conf, err := libcni.ConfFromBytes(bytes)
+		conf, err := libcni.ConfFromBytes(bytes) //nolint:staticcheck // single-plugin configs are part of go-cni's API
 		if err != nil {
 			return err
 		}
-		list, err := libcni.ConfListFromConf(conf)
+		list, err := libcni.ConfListFromConf(conf) //nolint:staticcheck // single-plugin configs are part of go-cni's API
 		if err != nil {
 			return err
 		}
@@ -145,11 +145,11 @@ func WithConfIndex(bytes []byte, index int) Opt {
 // its absolute path, on interface prefix+0.
 func WithConfFile(fileName string) Opt {
 	return func(c *config) error {
-		conf, err := libcni.ConfFromFile(fileName)
+		conf, err := libcni.ConfFromFile(fileName) //nolint:staticcheck // single-plugin configs are part of go-cni's API
 		if err != nil {
 			return err
 		}
-		list, err := libcni.ConfListFromConf(conf)
+		list, err := libcni.ConfListFromConf(conf) //nolint:staticcheck // single-plugin configs are part of go-cni's API
 		if err != nil {
 			return err
 		}
