@@ -136,5 +136,29 @@ func buildRuntimeConf(pod *PodNetwork, att NetAttachment) (*libcni.RuntimeConf, 
 	if rc.PodAnnotations != nil {
 		rt.CapabilityArgs[capPodAnnotations] = rc.PodAnnotations
 	}
+	return addExtras(rt, set, rc, att.Name)
+}
+
+// addExtras appends rc's ExtraArgs whose keys the manager has not set
+// already, and its ExtraCapabilities whose keys the typed fields did not
+// fill.
+func addExtras(rt *libcni.RuntimeConf, set map[string]bool, rc RuntimeConfig, network string) (*libcni.RuntimeConf, error) {
+	for _, kv := range rc.ExtraArgs {
+		k, v := kv[0], kv[1]
+		if k == "" || strings.ContainsAny(k, "=;\x00") || strings.ContainsAny(v, ";\x00") {
+			return nil, invalidArg(fmt.Sprintf("CNI_ARGS pair for network %q", network), k+"="+v,
+				`a key must be non-empty without "=", ";" or NUL; a value without ";" or NUL`)
+		}
+		if set[k] {
+			continue
+		}
+		set[k] = true
+		rt.Args = append(rt.Args, [2]string{k, v})
+	}
+	for k, v := range rc.ExtraCapabilities {
+		if _, ok := rt.CapabilityArgs[k]; !ok && k != "" {
+			rt.CapabilityArgs[k] = v
+		}
+	}
 	return rt, nil
 }

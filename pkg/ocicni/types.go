@@ -66,6 +66,21 @@ type RuntimeConfig struct {
 	CgroupPath string
 	// PodAnnotations are the annotations of the pod.
 	PodAnnotations *map[string]string `json:"io.kubernetes.cri.pod-annotations,omitempty"`
+
+	// The fields below are additions to cri-o/ocicni's RuntimeConfig, for
+	// runtimes that pass arguments and capabilities ocicni has no field
+	// for (the go-cni face, package gocni, maps its Namespace options
+	// here).
+
+	// ExtraArgs are CNI_ARGS pairs appended after the ones the manager
+	// sets (IgnoreUnknown, K8S_POD_*, IP, MAC), which they cannot
+	// override. A key must be non-empty and hold no "=" or ";", a value
+	// no ";"; neither may hold a NUL.
+	ExtraArgs [][2]string `json:"-"`
+	// ExtraCapabilities are runtimeConfig capabilities (such as "dns")
+	// passed to plugins that declare them. The fields above win over a
+	// key of the same name.
+	ExtraCapabilities map[string]interface{} `json:"-"`
 }
 
 // BandwidthConfig maps to the standard CNI bandwidth Capability.

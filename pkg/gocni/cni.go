@@ -1,0 +1,123 @@
+package gocni
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
+)
+
+// CNI is go-cni's interface, with exactly its methods: runtimes keep fakes
+// that implement it, so it never grows. What the face adds lives on
+// [*Face].
+type CNI interface {
+	// Setup attaches the sandbox to every loaded network, one after the
+	// other, and returns the combined result.
+	Setup(ctx context.Context, id string, path string, opts ...NamespaceOpts) (*Result, error)
+	// SetupSerially is Setup: both attach serially.
+	SetupSerially(ctx context.Context, id string, path string, opts ...NamespaceOpts) (*Result, error)
+	// Remove detaches the sandbox from every network it was attached to.
+	Remove(ctx context.Context, id string, path string, opts ...NamespaceOpts) error
+	// Check runs CHECK for the sandbox on every loaded network.
+	Check(ctx context.Context, id string, path string, opts ...NamespaceOpts) error
+	// Load replaces the loaded networks.
+	Load(opts ...Opt) error
+	// Status reports whether enough networks are loaded and ready.
+	Status() error
+	// GetConfig returns a copy of the loaded configuration.
+	GetConfig() *ConfigResult
+}
+
+var _ CNI = (*Face)(nil)
+
+// Face is the go-cni face over the engine: every plugin run goes through
+// an [ocicni.Manager]. [New] returns one; its methods beyond [CNI] (GC,
+// Engine, Shutdown) are reached with a type assertion.
+type Face struct {
+	engine  *ocicni.Manager
+	confDir string // the engine's conf dir, owned by the face
+
+	// Lock order: loadMu, then mu. Neither is held while a pod's plugins
+	// run; loadMu is held while a load reads the conf dir and the engine
+	// reloads.
+	loadMu   sync.Mutex   // serializes loads and the engine conf dir's writes
+	mu       sync.RWMutex // guards cfg and lastLoad
+	cfg      config
+	lastLoad []Opt // the options of the last load, run again by ready
+}
+
+// New returns a [CNI] whose dynamic type is [*Face]. It applies opts in
+// order (options that load networks load them now, as go-cni's do),
+// starts the engine without a config watcher, on a conf dir of the face's
+// own that mirrors the loaded networks, and remembers opts as the last
+// load.
+func New(opts ...Opt) (CNI, error) {
+	cfg := defaultConfig()
+	var loadErr error
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "gocni-")
+	if err != nil {
+		return nil, fmt.Errorf("gocni: engine conf dir: %w", err)
+	}
+	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+3)
+	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...))
+	engineOpts = append(engineOpts, cfg.engineOpts...)
+	engineOpts = append(engineOpts, ocicni.WithConfDir(dir), ocicni.WithoutWatcher())
+	engine, err := ocicni.New(engineOpts...)
+	if err != nil {
+		_ = os.RemoveAll(dir) // ours, and empty: nothing to keep
+		return nil, err
+	}
+	cfg.engineOpts = nil
+	f := &Face{engine: engine, confDir: dir, cfg: cfg, lastLoad: opts}
+	f.loadMu.Lock()
+	loadErr = f.materialize(cfg.networks)
+	f.loadMu.Unlock()
+	if loadErr != nil {
+		_ = f.Shutdown() // never fails
+		return nil, loadErr
+	}
+	return f, nil
+}
+
+// Engine returns the engine, for what go-cni has no method for
+// (PendingTeardowns, TearDownPodOutcomes, NetworkStatuses...).
+func (f *Face) Engine() *ocicni.Manager { return f.engine }
+
+// Shutdown stops the engine (see [ocicni.Manager.Shutdown]) and removes
+// the face's conf dir. Call it last: the face does not serve afterwards.
+func (f *Face) Shutdown() error {
+	err := f.engine.Shutdown()
+	if rmErr := os.RemoveAll(f.confDir); rmErr != nil && err == nil {
+		err = fmt.Errorf("gocni: removing engine conf dir: %w", rmErr)
+	}
+	return err
+}
+
+// GetConfig returns a copy of the configuration and of the loaded
+// networks, the loopback network included.
+func (f *Face) GetConfig() *ConfigResult {
+	f.mu.RLock()
+	cfg := f.cfg
+	f.mu.RUnlock()
+	r := &ConfigResult{
+		PluginDirs:       append([]string(nil), cfg.pluginDirs...),
+		PluginConfDir:    cfg.confDir,
+		PluginMaxConfNum: cfg.maxConfNum,
+		Prefix:           cfg.prefix,
+	}
+	for _, n := range cfg.networks {
+		l := &NetworkConfList{Name: n.config.Name, CNIVersion: n.config.CNIVersion, Source: string(n.config.Bytes)}
+		for _, p := range n.config.Plugins {
+			l.Plugins = append(l.Plugins, &NetworkConf{Network: p.Network, Source: string(p.Bytes)})
+		}
+		r.Networks = append(r.Networks, &ConfNetwork{Config: l, IFName: n.ifName})
+	}
+	return r
+}

@@ -1,0 +1,79 @@
+package gocni_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/pkg/gocni"
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
+)
+
+// pluginDir holds the reference plugins when the tests run as root.
+var pluginDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.MainWithPlugins(m, &pluginDir))
+}
+
+// TestRealBridgeLifecycle runs containerd's sequence with the reference
+// bridge and host-local plugins in real namespaces: setup gives an IP
+// inside the netns; with the conf file moved away and Load failing, Remove
+// still releases the reservation from the cache; with the file moved back,
+// Setup recovers without a Load.
+func TestRealBridgeLifecycle(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := testenv.Alloc(t)
+	dataDir, confDir, cacheDir := t.TempDir(), t.TempDir(), t.TempDir()
+	path := testenv.WriteFile(t, confDir, "10-podnet.conflist", testenv.BridgeConflist("podnet", "1.0.0", n, dataDir))
+	c, err := gocni.New(
+		gocni.WithMinNetworkCount(2),
+		gocni.WithPluginConfDir(confDir),
+		gocni.WithPluginMaxConfNum(1),
+		gocni.WithPluginDir([]string{pluginDir}),
+		gocni.WithEngineOptions(ocicni.WithCacheDir(cacheDir), ocicni.WithoutHealing()),
+	)
+	require.NoError(t, err)
+	f, ok := c.(*gocni.Face)
+	require.True(t, ok)
+	t.Cleanup(func() { assert.NoError(t, f.Shutdown()) })
+	require.NoError(t, c.Load(gocni.WithLoNetwork, gocni.WithDefaultConf))
+	require.NoError(t, c.Status())
+	_, subnet, err := net.ParseCIDR(n.Subnet)
+	require.NoError(t, err)
+
+	ns1 := testenv.NewNS(t)
+	res, err := c.Setup(ctx, "gocni-pod1", ns1, gocni.WithLabels(map[string]string{"K8S_POD_NAME": "web"}))
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Interfaces["eth0"].IPConfigs)
+	ip := res.Interfaces["eth0"].IPConfigs[0].IP
+	assert.True(t, subnet.Contains(ip), "%s in %s", ip, n.Subnet)
+	assert.Equal(t, []string{ip.String() + "/24"}, testenv.AddrsIn(t, ns1, "eth0"), "the IP is in the netns")
+	assert.Contains(t, testenv.AddrsIn(t, ns1, "lo"), "127.0.0.1/8", "lo is up")
+	assert.Equal(t, []string{ip.String()}, testenv.Reservations(t, dataDir, "podnet"))
+
+	// The conf file goes away; containerd's syncer calls Load, which fails.
+	require.NoError(t, os.Rename(path, path+".away"))
+	require.Error(t, c.Load(gocni.WithLoNetwork, gocni.WithDefaultConf))
+	require.ErrorIs(t, c.Status(), gocni.ErrCNINotInitialized)
+	require.NoError(t, c.Remove(ctx, "gocni-pod1", ns1), "Remove works from the cache")
+	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"), "the reservation is released")
+
+	// The file comes back and nobody calls Load: Setup recovers.
+	require.NoError(t, os.Rename(path+".away", path))
+	ns2 := testenv.NewNS(t)
+	res, err = c.Setup(ctx, "gocni-pod2", ns2)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Interfaces["eth0"].IPConfigs)
+	assert.Len(t, testenv.Reservations(t, dataDir, "podnet"), 1)
+	require.NoError(t, c.Remove(ctx, "gocni-pod2", ns2))
+	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"))
+}
