@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // SyncDir flushes the directory dir, so that the names created, renamed or
@@ -27,13 +28,24 @@ func SyncDir(dir string) error {
 // WriteDurable writes data to a new temporary file in dir (mode 0600),
 // syncs it, renames it to name in dir, and syncs dir, so that after a
 // power loss name holds either its previous content or data, and never a
-// torn write. tmpPattern is the temporary file's pattern, as for
-// os.CreateTemp. dir must exist.
-func WriteDurable(dir, name, tmpPattern string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(dir, tmpPattern) // mode 0600
+// torn write. tmp names the temporary file: a pattern for os.CreateTemp
+// when it holds a "*", else the exact name, replaced if it exists (the
+// caller serializes writes that share it). dir must exist.
+func WriteDurable(dir, name, tmp string, data []byte) error {
+	var f *os.File
+	var err error
+	if strings.Contains(tmp, "*") {
+		f, err = os.CreateTemp(dir, tmp) // mode 0600
+	} else {
+		f, err = os.OpenFile(filepath.Join(dir, tmp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
 	if err != nil {
 		return err
 	}
+	return writeSyncRename(f, filepath.Join(dir, name), data)
+}
+
+func writeSyncRename(tmp *os.File, path string, data []byte) (err error) {
 	defer func() {
 		if err != nil {
 			_ = tmp.Close()
@@ -49,10 +61,10 @@ func WriteDurable(dir, name, tmpPattern string, data []byte) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	return SyncDir(dir)
+	return SyncDir(filepath.Dir(path))
 }
 
 // MkdirAllDurable is os.MkdirAll(dir, perm) that also syncs the parent of

@@ -267,3 +267,39 @@ func (c *Cache) RemoveSavedConfig(sc SavedConfig) error {
 // a record's link to a saved config (see [Cache.SaveConfig]), not a
 // record.
 func IsConfigLink(name string) bool { return strings.HasPrefix(name, configLinkPrefix) }
+
+// RemoveStrays removes what a crash may have left of container id's
+// record when the record itself is gone or was never written: its links
+// to saved configs (releasing each shared copy no record links any more,
+// as [Cache.ReleaseConfigs] does) and the temporary files of an
+// interrupted [Cache.WriteOrder]. The caller makes sure no record of id
+// exists and none is being written. It lists [Cache.OrdersDir], so it is
+// for the rare paths: a teardown or GC that found no record.
+func (c *Cache) RemoveStrays(id string) error {
+	if _, err := c.orderPath(id); err != nil {
+		return err
+	}
+	des, err := os.ReadDir(c.OrdersDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache: remove strays of %s: %w", id, err)
+	}
+	var digests []string
+	var errs []error
+	for _, de := range des {
+		name := de.Name()
+		switch {
+		case IsConfigLink(name):
+			if sc, ok := savedConfigOf(true, name); ok && sc.ContainerID == id {
+				digests = append(digests, sc.Digest)
+			}
+		case name == tmpPrefix+id:
+			if err := os.Remove(filepath.Join(c.OrdersDir(), name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(append(errs, c.ReleaseConfigs(id, digests...))...)
+}

@@ -166,3 +166,39 @@ func TestOrderRecordKeepsConfigAndHeal(t *testing.T) {
 	_, err = c.ReadOrder("bad")
 	require.ErrorIs(t, err, ErrCorruptEntry, "a record with a bad digest is not trusted")
 }
+
+// RemoveStrays removes what a setup killed before its record was written
+// left: the record's links, the shared copies nobody else links, and the
+// temporary record; nothing of containers whose IDs extend it.
+func TestRemoveStrays(t *testing.T) {
+	c := New(filepath.Join(t.TempDir(), "cni"))
+	mine, err := c.SaveConfig("abc", []byte("mine"))
+	require.NoError(t, err)
+	shared, err := c.SaveConfig("abc", []byte("shared"))
+	require.NoError(t, err)
+	for _, other := range []string{"abc.x", "abc-1"} {
+		_, err := c.SaveConfig(other, []byte("shared"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(c.OrdersDir(), ".tmp-"+other), nil, 0o600))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(c.OrdersDir(), ".tmp-abc"), nil, 0o600))
+
+	require.NoError(t, c.RemoveStrays("abc"))
+	_, err = c.ReadConfig("abc", mine)
+	require.ErrorIs(t, err, fs.ErrNotExist, "its own config went with its links")
+	list, err := c.ListConfigs()
+	require.NoError(t, err)
+	var names []string
+	for _, sc := range list {
+		names = append(names, filepath.Base(sc.Path))
+	}
+	hex := strings.TrimPrefix(shared, "sha256:")
+	assert.ElementsMatch(t, []string{hex, ".cfg.abc.x." + hex, ".cfg.abc-1." + hex}, names)
+	assert.NoFileExists(t, filepath.Join(c.OrdersDir(), ".tmp-abc"))
+	assert.FileExists(t, filepath.Join(c.OrdersDir(), ".tmp-abc.x"))
+	assert.FileExists(t, filepath.Join(c.OrdersDir(), ".tmp-abc-1"))
+
+	// RemoveOrder takes an interrupted write's temporary file along.
+	require.NoError(t, c.RemoveOrder("abc-1"))
+	assert.NoFileExists(t, filepath.Join(c.OrdersDir(), ".tmp-abc-1"))
+}

@@ -118,7 +118,7 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
-	if err := fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+id+"-*", data); err != nil {
+	if err := fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+id, data); err != nil {
 		return fmt.Errorf("cache: write order: %w", err)
 	}
 	return nil
@@ -214,13 +214,18 @@ func ValidateNetNSPath(path string) error {
 	return &InvalidNameError{Field: FieldNetNS, Value: path, Reason: reason}
 }
 
-// RemoveOrder deletes the record of container id; a Cache made by [New]
-// keeps up to 32 such files under hidden names for [Cache.WriteOrder] to
+// RemoveOrder deletes the record of container id, and the temporary file
+// that an interrupted [Cache.WriteOrder] of id may have left; a Cache made
+// by [New] keeps up to 32 records under hidden names for WriteOrder to
 // reuse. An absent record is not an error.
 func (c *Cache) RemoveOrder(id string) error {
 	path, err := c.orderPath(id)
 	if err != nil {
 		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), tmpPrefix+id)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &EntryError{Path: tmp, ContainerID: id, Err: err}
 	}
 	retired, err := c.spares.retire(path)
 	switch {

@@ -4,41 +4,39 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// savedConfigGrace is how recently a saved config or a record's link to
-// it must have changed for GC to keep it although no record it read uses
-// it: a setup links a config just before it writes the record that uses
-// it, possibly after GC read the records.
+// savedConfigGrace is how recently a shared copy of a saved config must
+// have changed for GC to keep it although no record it read uses it: a
+// setup saves a config just before it writes the record that uses it,
+// possibly after GC read the records.
 const savedConfigGrace = 10 * time.Minute
 
-// sweepConfigs removes what [cache.Cache.ReleaseConfigs] could not: links
-// of records that are gone (a record removed while unreadable, or a crash
-// between the two removals), and shared copies of saved configs that no
-// record links (a crash between saving a config and writing its record),
-// once they are older than [savedConfigGrace]. recs holds the records GC
-// read. Failures are logged: a file left behind costs only disk space
-// until the next GC.
-func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) {
+// sweepConfigs lists the saved configs and the records' links to them,
+// and removes the shared copies that no record links or uses (a crash
+// between saving a config and writing its record, or links lost with a
+// power loss) once they are older than [savedConfigGrace]. Links whose
+// record is gone are removed with their container, under its lock (see
+// [Manager.deleteStaleContainer]). recs holds the records GC read. It
+// returns the listing; failures are logged: a file left behind costs only
+// disk space until the next GC.
+func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) []cache.SavedConfig {
 	saved, err := m.cache.ListConfigs()
 	if err != nil {
 		log.WithError(err).Warn("Cannot list saved configs")
-		return
+		return nil
+	}
+	used := map[string]bool{}
+	for _, record := range recs.byID {
+		for _, a := range record {
+			used[a.Config] = true
+		}
 	}
 	cutoff := time.Now().Add(-savedConfigGrace)
 	for _, sc := range saved {
-		if sc.Changed.After(cutoff) {
-			continue
-		}
-		var stray bool
-		if sc.ContainerID != "" {
-			_, recorded := recs.byID[sc.ContainerID]
-			_, unreadable := recs.corrupt[sc.ContainerID]
-			stray = !recorded && !unreadable
-		} else {
-			stray = sc.Links == 1
-		}
-		if !stray {
+		if sc.ContainerID != "" || sc.Links != 1 || used[sc.Digest] || sc.Changed.After(cutoff) {
 			continue
 		}
 		if err := m.cache.RemoveSavedConfig(sc); err != nil {
@@ -47,4 +45,5 @@ func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) {
 			log.WithFields(logrus.Fields{"config": sc.Digest, "file": sc.Path}).Debug("Removed an unused saved config")
 		}
 	}
+	return saved
 }

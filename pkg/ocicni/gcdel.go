@@ -76,6 +76,9 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		}
 	}
 	m.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
+	if sc.strays && recorded == nil && rerr == nil && len(errs) == 0 {
+		m.removeStrays(sc.id, clog)
+	}
 	return errs
 }
 

@@ -28,6 +28,9 @@ type gcPlan struct {
 type staleContainer struct {
 	id    string
 	plans []*stalePlan
+	// strays is set when only links to saved configs name the container
+	// (a setup killed before its record was written): GC removes them.
+	strays bool
 }
 
 // stalePlan is a DEL planned by GC, and where it was planned from.
@@ -80,8 +83,9 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	if lerr != nil {
 		errs = append(errs, lerr)
 	}
+	var saved []cache.SavedConfig
 	if len(errs) == 0 {
-		m.sweepConfigs(recs, log)
+		saved = m.sweepConfigs(recs, log)
 	}
 	g := &gcPlan{recs: recs, byID: make(map[string][]*cache.Entry, len(listing.Entries))}
 	for _, e := range listing.Entries {
@@ -100,8 +104,9 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	for _, e := range listing.Entries {
 		ids = append(ids, e.ContainerID)
 	}
+	strays := strayIDs(saved, recs)
 	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), slices.Sorted(maps.Keys(recs.byID)),
-		slices.Sorted(maps.Keys(recs.corrupt)))
+		slices.Sorted(maps.Keys(recs.corrupt)), strays)
 	seen := make(map[string]bool, len(ids))
 	st := &staleSet{byID: map[string]*staleContainer{}}
 	for _, id := range ids {
@@ -113,6 +118,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 			continue
 		}
 		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
+		_, sc.strays = slices.BinarySearch(strays, id)
 		inv := newInventory(id, recs.byID[id], recs.corrupt[id], g.byID[id], corrupt[id], set, log)
 		sortSlotsForTeardown(inv.slots, inv.record)
 		for _, o := range inv.failures {
@@ -237,4 +243,19 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 		}
 	}
 	return ids, valid, errs
+}
+
+// strayIDs returns, sorted, the containers that links to saved configs
+// name but that have no order record, readable or not.
+func strayIDs(saved []cache.SavedConfig, recs *records) []string {
+	var out []string
+	for _, sc := range saved {
+		_, recorded := recs.byID[sc.ContainerID]
+		_, unreadable := recs.corrupt[sc.ContainerID]
+		if sc.ContainerID != "" && !recorded && !unreadable && !slices.Contains(out, sc.ContainerID) {
+			out = append(out, sc.ContainerID)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

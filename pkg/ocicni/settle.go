@@ -131,6 +131,16 @@ func (m *Manager) markFailed(a *cache.Attachment, o Outcome, now time.Time, log 
 	h.Next = now.Add(pol.backoff(h.Attempts))
 }
 
+// removeStrays removes what a setup killed before it wrote its record may
+// have left for sandbox id: links to saved configs and a temporary record
+// (see [cache.Cache.RemoveStrays]). The caller holds the sandbox's lock
+// and found no record. A failure is logged: GC removes the strays later.
+func (m *Manager) removeStrays(id string, log *logrus.Entry) {
+	if err := m.cache.RemoveStrays(id); err != nil {
+		log.WithError(err).Warn("Cannot remove the saved-config links of a sandbox without an attachment order record")
+	}
+}
+
 // unusedConfigs returns the saved configs that before uses and after does
 // not.
 func unusedConfigs(before, after []cache.Attachment) []string {

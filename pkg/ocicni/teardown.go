@@ -49,6 +49,9 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
 	err = m.teardownResult(&pod, outcomes, log)
 	m.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
+	if inv.record == nil && inv.recordErr == nil && !slices.ContainsFunc(outcomes, Outcome.Failure) {
+		m.removeStrays(pod.ID, log) // a setup killed before it wrote the record
+	}
 	if err == nil {
 		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
 	}
