@@ -3,7 +3,8 @@
 #
 #   run.sh compile           rewrite containerd's go-cni imports, then go build
 #                            + go vet of ./internal/cri/... and ./cmd/ctr/...,
-#                            go test of ./internal/cri/server/... (no root)
+#                            go build of the same for windows, go test of
+#                            ./internal/cri/server/... (no root needed)
 #   run.sh compile-negative  the compile check fails with an identifier renamed
 #
 # Everything of containerd stays out of our module graph: it is built in its
@@ -90,6 +91,10 @@ compile_check() {
 	log "go build passed ($(($(date +%s) - t))s)"
 	in_src go vet -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}" || die "go vet of containerd against $REPO/pkg/gocni failed"
 	log "go vet passed ($(($(date +%s) - t))s)"
+	# service_windows.go uses the face too (cni.New and its options).
+	GOOS=windows in_src go build -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}" ||
+		die "containerd does not build for windows against $REPO/pkg/gocni"
+	log "GOOS=windows go build passed ($(($(date +%s) - t))s)"
 	# Captured first: grep -q on a pipe would SIGPIPE go list under pipefail.
 	deps=$(in_src go list -deps -test -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}") || die "go list -deps failed"
 	grep -qx "$OURMOD/pkg/gocni" <<<"$deps" || die "containerd does not depend on $OURMOD/pkg/gocni"
