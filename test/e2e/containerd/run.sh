@@ -14,7 +14,7 @@ set -Eeuo pipefail
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 MODE=${1:-compile}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-/root/.cache}/ocicni-e2e}
+E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ocicni-e2e}
 OURMOD=github.com/seed-671fdd43/ocicni
 GOCNI=github.com/containerd/go-cni
 # containerd's Makefile builds with these tags (static_build etc. only for
