@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# End-to-end test: containerd v2.4.2 built against this checkout's pkg/gocni.
+#
+#   run.sh compile           rewrite containerd's go-cni imports, then go build
+#                            + go vet of ./internal/cri/... and ./cmd/ctr/...,
+#                            go build of the same for windows, go test of
+#                            ./internal/cri/server/... (no root needed)
+#   run.sh compile-negative  the compile check fails with an identifier renamed
+#
+# Everything of containerd stays out of our module graph: it is built in its
+# own directory under $E2E_CACHE with its own go.mod. See README.md beside this.
+set -Eeuo pipefail
+
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+MODE=${1:-compile}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ocicni-e2e}
+OURMOD=github.com/seed-671fdd43/ocicni
+GOCNI=github.com/containerd/go-cni
+# containerd's Makefile builds with these tags (static_build etc. only for
+# a static build); none of them is needed for cgo.
+CTRD_TAGS=${CTRD_TAGS:-urfave_cli_no_docs}
+CTRD_PKGS=(./internal/cri/... ./cmd/ctr/...)
+CTRD_TESTS=(./internal/cri/server/...)
+T0=$(date +%s)
+
+export GOWORK=off GOFLAGS=-buildvcs=false
+log() { printf '[e2e-containerd %4ds] %s\n' "$(($(date +%s) - T0))" "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+# prepare_src: a writable copy of containerd, go-cni imports rewritten to
+# our pkg/gocni, with a replace to this checkout. Keyed by containerd
+# version and checkout path; redone when this function changes.
+prepare_src() {
+	local pathkey dl recipe files aliased plain left
+	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
+	SRC=$E2E_CACHE/src-containerd-$CONTAINERD_VERSION-$pathkey
+	recipe=$(declare -f prepare_src | sha256sum | cut -c1-16)
+	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
+		log "containerd source: $SRC (cached)"
+		return
+	fi
+	log "downloading github.com/containerd/containerd/v2@$CONTAINERD_VERSION from the module proxy"
+	dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -d $dl ]] || die "go mod download gave no source dir"
+	rm -rf "$SRC" && mkdir -p "$(dirname "$SRC")"
+	cp -r "$dl" "$SRC" && chmod -R u+w "$SRC"
+	if [[ -d $SRC/vendor ]]; then
+		log "containerd vendors: dropping vendor/ and building with -mod=mod"
+		rm -rf "$SRC/vendor"
+	fi
+	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
+	[[ -n $files ]] || die "no containerd file imports $GOCNI"
+	# go-cni's package is named cni, ours gocni: an import without an alias
+	# gets the alias cni, so that the file's cni.X still resolve. Aliased
+	# imports (cni, gocni) only change path. Only the root package of
+	# go-cni is handled; anything else stops the run below.
+	# shellcheck disable=SC2086
+	aliased=$(grep -lE "^[[:space:]]*[A-Za-z_][A-Za-z0-9_]* \"$GOCNI\"\$" $files | wc -l)
+	# shellcheck disable=SC2086
+	plain=$(grep -lE "^[[:space:]]*(import )?\"$GOCNI\"\$" $files | wc -l)
+	# shellcheck disable=SC2086
+	sed -i -E \
+		-e "s#^([[:space:]]*)\"$GOCNI\"\$#\\1cni \"$OURMOD/pkg/gocni\"#" \
+		-e "s#^import \"$GOCNI\"\$#import cni \"$OURMOD/pkg/gocni\"#" \
+		-e "s#^([[:space:]]*(import )?[A-Za-z_][A-Za-z0-9_]* )\"$GOCNI\"\$#\\1\"$OURMOD/pkg/gocni\"#" \
+		$files
+	left=$(grep -rn --include='*.go' "$GOCNI" "$SRC" || true)
+	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
+	log "rewrote $(wc -w <<<"$files") files to import $OURMOD/pkg/gocni ($plain unaliased, given the alias cni; $aliased aliased)"
+	(cd "$SRC" &&
+		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
+		go mod edit -droprequire="$GOCNI")
+	grep -q "$GOCNI" "$SRC/go.mod" && die "containerd's go.mod still mentions $GOCNI"
+	printf '%s\n' "$recipe" >"$SRC/.prepared"
+}
+
+# in_src cmd...: runs a go command in containerd's copy, which owns its
+# go.mod and go.sum (-mod=mod may add our dependencies to them); this
+# checkout's go.mod is only read, through the replace.
+in_src() { (cd "$SRC" && GOFLAGS="$GOFLAGS -mod=mod" "$@"); }
+
+compile_check() {
+	local t deps
+	prepare_src
+	command -v gcc >/dev/null || log "no gcc: cgo-only files of containerd are left out"
+	t=$(date +%s)
+	log "compile check: go build + go vet of ${CTRD_PKGS[*]} (tags: $CTRD_TAGS) against $REPO/pkg/gocni"
+	in_src go build -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}" || die "containerd does not build against $REPO/pkg/gocni"
+	log "go build passed ($(($(date +%s) - t))s)"
+	in_src go vet -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}" || die "go vet of containerd against $REPO/pkg/gocni failed"
+	log "go vet passed ($(($(date +%s) - t))s)"
+	# service_windows.go uses the face too (cni.New and its options).
+	GOOS=windows in_src go build -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}" ||
+		die "containerd does not build for windows against $REPO/pkg/gocni"
+	log "GOOS=windows go build passed ($(($(date +%s) - t))s)"
+	# Captured first: grep -q on a pipe would SIGPIPE go list under pipefail.
+	deps=$(in_src go list -deps -test -tags "$CTRD_TAGS" "${CTRD_PKGS[@]}") || die "go list -deps failed"
+	grep -qx "$OURMOD/pkg/gocni" <<<"$deps" || die "containerd does not depend on $OURMOD/pkg/gocni"
+	! grep -q "^$GOCNI" <<<"$deps" || die "containerd still links $GOCNI: $(grep "^$GOCNI" <<<"$deps" | head -3)"
+	log "dependencies: $OURMOD/pkg/gocni in, no $GOCNI (packages and their tests)"
+	t=$(date +%s)
+	log "go test of ${CTRD_TESTS[*]} (containerd's unit tests, fake CNI plugin)"
+	in_src go test -count=1 -tags "$CTRD_TAGS" "${CTRD_TESTS[@]}" || die "containerd's unit tests failed against $REPO/pkg/gocni"
+	log "go test passed ($(($(date +%s) - t))s)"
+	log "compile check passed"
+}
+
+# compile_negative: the compile check must fail when an exported identifier
+# containerd uses is gone. Renames gocni.WithMinNetworkCount in a scratch
+# copy of this checkout (never in the repo), runs the compile check there,
+# and requires it to fail at that identifier.
+compile_negative() {
+	local scratch rc=0
+	scratch=$(mktemp -d /tmp/ocicni-e2e-ctrd-negative.XXXXXX)
+	(cd "$REPO" && tar --exclude=./.git --exclude=./bin -cf - .) | tar -xf - -C "$scratch"
+	sed -i 's/\bWithMinNetworkCount\b/WithMinNetworkCountRenamed/g' "$scratch"/pkg/gocni/*.go
+	log "negative check: compile check against $scratch with gocni.WithMinNetworkCount renamed"
+	E2E_CACHE=$E2E_CACHE "$scratch/test/e2e/containerd/run.sh" compile >"$scratch.log" 2>&1 || rc=$?
+	grep -m3 'WithMinNetworkCount' "$scratch.log" >&2 || true
+	local found=0
+	grep -q 'undefined: cni.WithMinNetworkCount' "$scratch.log" && found=1
+	rm -rf "$scratch" "$E2E_CACHE"/src-containerd-"$CONTAINERD_VERSION"-"$(printf '%s' "$scratch" | sha256sum | cut -c1-8)"
+	rm -f "$scratch.log"
+	((rc != 0)) || die "negative check: the compile check passed although WithMinNetworkCount was renamed"
+	((found == 1)) || die "negative check: the compile check failed, but not at cni.WithMinNetworkCount"
+	log "negative check passed: the compile check failed at cni.WithMinNetworkCount as it must"
+}
+
+case $MODE in
+compile)
+	compile_check
+	log "total $(($(date +%s) - T0))s"
+	;;
+compile-negative)
+	compile_negative
+	log "total $(($(date +%s) - T0))s"
+	;;
+*) die "usage: $0 [compile|compile-negative]" ;;
+esac
