@@ -25,6 +25,9 @@ test: ## go vet, then every test of the main module with -race (as root, the net
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
 
+test-short: ## The quick loop: every test but churn and crash, without -race (under a minute on 2 cores)
+	go test -short -count=1 ./...
+
 fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
 	bash .ci/fuzz
 
