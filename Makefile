@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test fuzz bench bench-gc lint plugins e2e-crio e2e-crio-compile e2e-containerd-compile
+.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd-compile
 
 help: ## List the targets
 	@echo "Targets:"
@@ -25,6 +25,9 @@ test: ## go vet, then every test of the main module with -race (as root, the net
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
 
+test-short: ## The quick loop: every test but churn and crash, without -race (under a minute on 2 cores)
+	go test -short -count=1 ./...
+
 fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
 	bash .ci/fuzz
 
@@ -34,9 +37,17 @@ bench: ## The suite BENCHMARKS.md reports (as root, ~20 min; BENCH_SCALE=0.2 for
 bench-gc: ## GC over 10,000 cache entries with real plugins, while pods are set up (root, several minutes), also written to bench-gc.out
 	go test -run '^$$' -bench BenchmarkGC10000 -benchtime 1x -timeout 60m ./pkg/ocicni/ | tee bench-gc.out
 
-lint: ## golangci-lint, pinned by GOLANGCI_LINT_VERSION, with .golangci.yml (not part of test)
+lint: ## golangci-lint (pinned by GOLANGCI_LINT_VERSION, with .golangci.yml), then apicheck and vulncheck
 	$(GOLANGCI_LINT) config verify
 	$(GOLANGCI_LINT) run ./...
+	bash .ci/apicheck
+	bash .ci/vulncheck
+
+apicheck: ## pkg/ocicni and pkg/gocni stay API-compatible with cri-o/ocicni v0.5.1 and go-cni v1.1.14 (apidiff, pinned)
+	bash .ci/apicheck
+
+vulncheck: ## govulncheck (pinned) with an offline database from a pinned golang.org/x/vulndb; fails on called module findings
+	bash .ci/vulncheck
 
 plugins: ## Build the reference plugins and the recorder into ./bin/plugins
 	mkdir -p $(PLUGIN_DIR)
