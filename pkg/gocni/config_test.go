@@ -1,4 +1,4 @@
-package gocni_test
+package cni_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestGetConfigShape(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	writeNets(t, env, "a", "b")
-	f := newFace(t, env, gocni.WithPluginMaxConfNum(1), gocni.WithLoNetwork, gocni.WithDefaultConf)
+	f := newFace(t, env, cni.WithPluginMaxConfNum(1), cni.WithLoNetwork, cni.WithDefaultConf)
 	cfg := f.GetConfig()
 	assert.Equal(t, []string{env.BinDir}, cfg.PluginDirs)
 	assert.Equal(t, env.ConfDir, cfg.PluginConfDir)
@@ -35,20 +35,20 @@ func TestNamespaceOptionsReachThePlugin(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	env.WriteConflist(t, "a", "1.0.0", `{"type":"bridge","capabilities":{"portMappings":true,"bandwidth":true,"dns":true,`+
 		`"cgroupPath":true,"ipRanges":true,"io.kubernetes.cri.pod-annotations":true,"custom":true}}`)
-	f := newFace(t, env, gocni.WithDefaultConf)
+	f := newFace(t, env, cni.WithDefaultConf)
 	_, err := f.Setup(context.Background(), "pod1", env.NetNS(t, "pod1"),
-		gocni.WithLabels(map[string]string{
+		cni.WithLabels(map[string]string{
 			"K8S_POD_NAME": "web", "K8S_POD_NAMESPACE": "default", "K8S_POD_UID": "u1",
 			"K8S_POD_INFRA_CONTAINER_ID": "pod1", "IgnoreUnknown": "1",
 		}),
-		gocni.WithArgs("EXTRA", "x"),
-		gocni.WithCapabilityPortMap([]gocni.PortMapping{{HostPort: 80, ContainerPort: 8080, Protocol: "tcp"}}),
-		gocni.WithCapabilityBandWidth(gocni.BandWidth{IngressRate: 1000, EgressBurst: 5}),
-		gocni.WithCapabilityDNS(gocni.DNS{Servers: []string{"10.0.0.10"}, Searches: []string{"svc"}}),
-		gocni.WithCapabilityCgroupPath("/kubepods/pod1"),
-		gocni.WithCapabilityIPRanges([]gocni.IPRanges{{Subnet: "10.1.0.0/16"}}),
-		gocni.WithCapability("io.kubernetes.cri.pod-annotations", map[string]string{"k": "v"}),
-		gocni.WithCapability("custom", 7),
+		cni.WithArgs("EXTRA", "x"),
+		cni.WithCapabilityPortMap([]cni.PortMapping{{HostPort: 80, ContainerPort: 8080, Protocol: "tcp"}}),
+		cni.WithCapabilityBandWidth(cni.BandWidth{IngressRate: 1000, EgressBurst: 5}),
+		cni.WithCapabilityDNS(cni.DNS{Servers: []string{"10.0.0.10"}, Searches: []string{"svc"}}),
+		cni.WithCapabilityCgroupPath("/kubepods/pod1"),
+		cni.WithCapabilityIPRanges([]cni.IPRanges{{Subnet: "10.1.0.0/16"}}),
+		cni.WithCapability("io.kubernetes.cri.pod-annotations", map[string]string{"k": "v"}),
+		cni.WithCapability("custom", 7),
 	)
 	require.NoError(t, err)
 	adds := env.Exec.Calls("ADD")
@@ -81,7 +81,7 @@ func TestHostileInputRunsNoPlugin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := ocicnitest.NewEnv(t)
 			writeNets(t, env, "a")
-			f := newFace(t, env, gocni.WithInterfacePrefix(tt.prefix), gocni.WithDefaultConf)
+			f := newFace(t, env, cni.WithInterfacePrefix(tt.prefix), cni.WithDefaultConf)
 			_, err := f.Setup(context.Background(), tt.id, env.NetNS(t, "pod1"))
 			require.Error(t, err)
 			assert.Empty(t, env.Exec.Calls("ADD", "DEL"))
@@ -92,7 +92,7 @@ func TestHostileInputRunsNoPlugin(t *testing.T) {
 func TestGCDeletesStaleSandboxes(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	writeNets(t, env, "a")
-	f := newFace(t, env, gocni.WithDefaultConf)
+	f := newFace(t, env, cni.WithDefaultConf)
 	for _, id := range []string{"keep", "stale"} {
 		_, err := f.Setup(context.Background(), id, env.NetNS(t, id))
 		require.NoError(t, err)

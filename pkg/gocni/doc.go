@@ -1,8 +1,10 @@
-// Package gocni is a go-cni face over the ocicni engine: it is
-// source-compatible with github.com/containerd/go-cni (v1.1.14 and
-// v1.1.15), so a runtime such as containerd switches by rewriting that
-// import path to this package, and gets the engine's setup and teardown
-// (package ocicni) without other changes.
+// Package cni, in directory pkg/gocni, is a go-cni face over the ocicni
+// engine: it is source-compatible with github.com/containerd/go-cni
+// (v1.1.14 and v1.1.15), whose package is named cni too, so a runtime such
+// as containerd switches by rewriting that import path to
+// github.com/seed-671fdd43/ocicni/pkg/gocni, unaliased imports included,
+// and gets the engine's setup and teardown (package ocicni) without other
+// changes.
 //
 // # One engine
 //
@@ -52,6 +54,8 @@
 //   - [WithCapabilityIPRanges] passes its ranges as one range set, as the
 //     CNI conventions expect ([[...]]).
 //   - [Network] has no Attach, Check or Remove methods.
+//   - The concrete type behind [CNI] is [*Face]: a type assertion to
+//     go-cni's unexported type, or to sync.Locker, fails.
 //   - Two loaded networks with one name share the first one's config in
 //     the engine; two with one interface name fail at setup.
 //   - A load made of the loopback network alone cannot set a pod up.
@@ -62,4 +66,4 @@
 // The face takes its load lock, then its config lock; neither is held
 // while a pod's plugins run. Pod operations of one sandbox are serialized
 // by the engine; see package ocicni.
-package gocni
+package cni

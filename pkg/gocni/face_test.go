@@ -1,4 +1,4 @@
-package gocni_test
+package cni_test
 
 import (
 	"context"
@@ -21,23 +21,23 @@ import (
 // If CNI grew a method, this file would not compile.
 type fakeCNI struct{}
 
-func (fakeCNI) Setup(context.Context, string, string, ...gocni.NamespaceOpts) (*gocni.Result, error) {
-	return &gocni.Result{}, nil
+func (fakeCNI) Setup(context.Context, string, string, ...cni.NamespaceOpts) (*cni.Result, error) {
+	return &cni.Result{}, nil
 }
 
-func (fakeCNI) SetupSerially(context.Context, string, string, ...gocni.NamespaceOpts) (*gocni.Result, error) {
-	return &gocni.Result{}, nil
+func (fakeCNI) SetupSerially(context.Context, string, string, ...cni.NamespaceOpts) (*cni.Result, error) {
+	return &cni.Result{}, nil
 }
-func (fakeCNI) Remove(context.Context, string, string, ...gocni.NamespaceOpts) error { return nil }
-func (fakeCNI) Check(context.Context, string, string, ...gocni.NamespaceOpts) error  { return nil }
-func (fakeCNI) Load(...gocni.Opt) error                                              { return nil }
-func (fakeCNI) Status() error                                                        { return nil }
-func (fakeCNI) GetConfig() *gocni.ConfigResult                                       { return &gocni.ConfigResult{} }
+func (fakeCNI) Remove(context.Context, string, string, ...cni.NamespaceOpts) error { return nil }
+func (fakeCNI) Check(context.Context, string, string, ...cni.NamespaceOpts) error  { return nil }
+func (fakeCNI) Load(...cni.Opt) error                                              { return nil }
+func (fakeCNI) Status() error                                                      { return nil }
+func (fakeCNI) GetConfig() *cni.ConfigResult                                       { return &cni.ConfigResult{} }
 
-var _ gocni.CNI = fakeCNI{}
+var _ cni.CNI = fakeCNI{}
 
 func TestCNIInterfaceIsGoCNIs(t *testing.T) {
-	typ := reflect.TypeOf((*gocni.CNI)(nil)).Elem()
+	typ := reflect.TypeOf((*cni.CNI)(nil)).Elem()
 	names := make([]string, 0, typ.NumMethod())
 	for i := range typ.NumMethod() {
 		names = append(names, typ.Method(i).Name)
@@ -45,44 +45,44 @@ func TestCNIInterfaceIsGoCNIs(t *testing.T) {
 	assert.Equal(t, []string{"Check", "GetConfig", "Load", "Remove", "Setup", "SetupSerially", "Status"}, names)
 
 	// How containerd uses the surface, spelled out so that it compiles.
-	var opts []gocni.NamespaceOpts
+	var opts []cni.NamespaceOpts
 	opts = append(opts,
-		gocni.WithLabels(map[string]string{"K8S_POD_NAME": "p"}),
-		gocni.WithCapability("io.kubernetes.cri.pod-annotations", map[string]string{}),
-		gocni.WithCapabilityPortMap([]gocni.PortMapping{{HostPort: 80, ContainerPort: 8080, Protocol: "tcp"}}),
-		gocni.WithCapabilityBandWidth(gocni.BandWidth{IngressRate: 1}),
-		gocni.WithCapabilityDNS(gocni.DNS{Servers: []string{"10.0.0.10"}}),
-		gocni.WithCapabilityCgroupPath("/kubepods"),
-		gocni.WithCapabilityIPRanges([]gocni.IPRanges{{Subnet: "10.1.0.0/16"}}),
-		gocni.WithArgs("K", "V"),
+		cni.WithLabels(map[string]string{"K8S_POD_NAME": "p"}),
+		cni.WithCapability("io.kubernetes.cri.pod-annotations", map[string]string{}),
+		cni.WithCapabilityPortMap([]cni.PortMapping{{HostPort: 80, ContainerPort: 8080, Protocol: "tcp"}}),
+		cni.WithCapabilityBandWidth(cni.BandWidth{IngressRate: 1}),
+		cni.WithCapabilityDNS(cni.DNS{Servers: []string{"10.0.0.10"}}),
+		cni.WithCapabilityCgroupPath("/kubepods"),
+		cni.WithCapabilityIPRanges([]cni.IPRanges{{Subnet: "10.1.0.0/16"}}),
+		cni.WithArgs("K", "V"),
 	)
 	assert.Len(t, opts, 8)
-	loadOpts := []gocni.CNIOpt{gocni.WithLoNetwork, gocni.WithDefaultConf, gocni.WithAllConf}
+	loadOpts := []cni.CNIOpt{cni.WithLoNetwork, cni.WithDefaultConf, cni.WithAllConf}
 	assert.Len(t, loadOpts, 3)
-	r := &gocni.CNIResult{Interfaces: map[string]*gocni.Config{"eth0": {IPConfigs: []*gocni.IPConfig{{IP: net.IPv4(10, 0, 0, 2)}}}}}
+	r := &cni.CNIResult{Interfaces: map[string]*cni.Config{"eth0": {IPConfigs: []*cni.IPConfig{{IP: net.IPv4(10, 0, 0, 2)}}}}}
 	assert.Len(t, r.Interfaces["eth0"].IPConfigs, 1)
-	assert.True(t, gocni.IsCNINotInitialized(gocni.ErrCNINotInitialized))
-	assert.True(t, gocni.IsInvalidConfig(gocni.ErrInvalidConfig))
-	assert.True(t, gocni.IsNotFound(gocni.ErrNotFound))
-	assert.True(t, gocni.IsReadFailure(gocni.ErrRead))
-	assert.True(t, gocni.IsInvalidResult(gocni.ErrInvalidResult))
-	var mu gocni.RWMutex
+	assert.True(t, cni.IsCNINotInitialized(cni.ErrCNINotInitialized))
+	assert.True(t, cni.IsInvalidConfig(cni.ErrInvalidConfig))
+	assert.True(t, cni.IsNotFound(cni.ErrNotFound))
+	assert.True(t, cni.IsReadFailure(cni.ErrRead))
+	assert.True(t, cni.IsInvalidResult(cni.ErrInvalidResult))
+	var mu cni.RWMutex
 	mu.Lock()
 	mu.Unlock() //nolint:staticcheck // only proves the alias
 }
 
 // newFace starts a face on env, as containerd does: New with the dirs and
 // the minimum, then Load(WithLoNetwork, load).
-func newFace(t *testing.T, env *ocicnitest.Env, opts ...gocni.Opt) *gocni.Face {
+func newFace(t *testing.T, env *ocicnitest.Env, opts ...cni.Opt) *cni.Face {
 	t.Helper()
-	all := append([]gocni.Opt{
-		gocni.WithPluginDir([]string{env.BinDir}),
-		gocni.WithPluginConfDir(env.ConfDir),
-		gocni.WithEngineOptions(env.Options()...),
+	all := append([]cni.Opt{
+		cni.WithPluginDir([]string{env.BinDir}),
+		cni.WithPluginConfDir(env.ConfDir),
+		cni.WithEngineOptions(env.Options()...),
 	}, opts...)
-	c, err := gocni.New(all...)
+	c, err := cni.New(all...)
 	require.NoError(t, err)
-	f, ok := c.(*gocni.Face)
+	f, ok := c.(*cni.Face)
 	require.True(t, ok)
 	t.Cleanup(func() { assert.NoError(t, f.Shutdown()) })
 	return f
@@ -107,42 +107,42 @@ func calls(env *ocicnitest.Env, verbs ...string) []string {
 func TestSetupNamesInterfacesAndReturnsGoCNIResult(t *testing.T) {
 	tests := []struct {
 		name    string
-		load    []gocni.Opt
-		opts    []gocni.Opt
+		load    []cni.Opt
+		opts    []cni.Opt
 		wantADD []string
 		ifaces  []string
 		ipOn    string // an interface that got an IP; the first non-lo one if empty
 	}{
 		{
-			name: "containerd: lo and the first file", opts: []gocni.Opt{gocni.WithMinNetworkCount(2)},
-			load:    []gocni.Opt{gocni.WithLoNetwork, gocni.WithDefaultConf},
+			name: "containerd: lo and the first file", opts: []cni.Opt{cni.WithMinNetworkCount(2)},
+			load:    []cni.Opt{cni.WithLoNetwork, cni.WithDefaultConf},
 			wantADD: []string{"ADD a eth0"}, ifaces: []string{"eth0", "lo"},
 		},
 		{
-			name: "max conf num 2", opts: []gocni.Opt{gocni.WithPluginMaxConfNum(2)},
-			load:    []gocni.Opt{gocni.WithLoNetwork, gocni.WithDefaultConf},
+			name: "max conf num 2", opts: []cni.Opt{cni.WithPluginMaxConfNum(2)},
+			load:    []cni.Opt{cni.WithLoNetwork, cni.WithDefaultConf},
 			wantADD: []string{"ADD a eth0", "ADD b eth1"}, ifaces: []string{"eth0", "eth1", "lo"},
 		},
 		{
 			name:    "all conf, no lo",
-			load:    []gocni.Opt{gocni.WithAllConf},
+			load:    []cni.Opt{cni.WithAllConf},
 			wantADD: []string{"ADD a eth0", "ADD b eth1", "ADD c eth2"}, ifaces: []string{"eth0", "eth1", "eth2"},
 		},
 		{
-			name: "prefix and conflist bytes count lo, as go-cni does", opts: []gocni.Opt{gocni.WithInterfacePrefix("net")},
-			load: []gocni.Opt{
-				gocni.WithLoNetwork,
-				gocni.WithConfListBytes(ocicnitest.Conflist("x", "1.0.0", "bridge")),
-				gocni.WithConfListBytes(ocicnitest.Conflist("y", "1.0.0", "bridge")),
+			name: "prefix and conflist bytes count lo, as go-cni does", opts: []cni.Opt{cni.WithInterfacePrefix("net")},
+			load: []cni.Opt{
+				cni.WithLoNetwork,
+				cni.WithConfListBytes(ocicnitest.Conflist("x", "1.0.0", "bridge")),
+				cni.WithConfListBytes(ocicnitest.Conflist("y", "1.0.0", "bridge")),
 			},
 			wantADD: []string{"ADD x net1", "ADD y net2"}, ifaces: []string{"lo", "net0", "net1", "net2"},
 			ipOn: "net1", // net0, the default interface, is always listed, empty here
 		},
 		{
 			name: "single-plugin conf at an index",
-			load: []gocni.Opt{
-				gocni.WithConf([]byte(`{"cniVersion":"1.0.0","name":"s","type":"bridge"}`)),
-				gocni.WithConfIndex([]byte(`{"cniVersion":"1.0.0","name":"t","type":"bridge"}`), 3),
+			load: []cni.Opt{
+				cni.WithConf([]byte(`{"cniVersion":"1.0.0","name":"s","type":"bridge"}`)),
+				cni.WithConfIndex([]byte(`{"cniVersion":"1.0.0","name":"t","type":"bridge"}`), 3),
 			},
 			wantADD: []string{"ADD s eth0", "ADD t eth3"}, ifaces: []string{"eth0", "eth3"},
 		},
@@ -155,7 +155,7 @@ func TestSetupNamesInterfacesAndReturnsGoCNIResult(t *testing.T) {
 			require.NoError(t, f.Load(tt.load...))
 			ns := env.NetNS(t, "pod1")
 
-			res, err := f.Setup(context.Background(), "pod1", ns, gocni.WithLabels(map[string]string{"K8S_POD_NAME": "web"}))
+			res, err := f.Setup(context.Background(), "pod1", ns, cni.WithLabels(map[string]string{"K8S_POD_NAME": "web"}))
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantADD, calls(env, "ADD"))
 			got := make([]string, 0, len(res.Interfaces))
@@ -186,7 +186,7 @@ func TestSetupNamesInterfacesAndReturnsGoCNIResult(t *testing.T) {
 func TestLoopbackListedInResult(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	writeNets(t, env, "a")
-	f := newFace(t, env, gocni.WithMinNetworkCount(2), gocni.WithLoNetwork, gocni.WithDefaultConf)
+	f := newFace(t, env, cni.WithMinNetworkCount(2), cni.WithLoNetwork, cni.WithDefaultConf)
 	ns := env.NetNS(t, "pod1")
 	res, err := f.Setup(context.Background(), "pod1", ns)
 	require.NoError(t, err)
@@ -200,7 +200,7 @@ func TestLoopbackListedInResult(t *testing.T) {
 func TestRemoveRunsEveryDELInReversePastFailures(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	writeNets(t, env, "a", "b", "c")
-	f := newFace(t, env, gocni.WithAllConf)
+	f := newFace(t, env, cni.WithAllConf)
 	ns := env.NetNS(t, "pod1")
 	_, err := f.Setup(context.Background(), "pod1", ns)
 	require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestRemoveRunsEveryDELInReversePastFailures(t *testing.T) {
 func TestSetupFailureRollsBack(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	writeNets(t, env, "a", "b", "c")
-	f := newFace(t, env, gocni.WithAllConf)
+	f := newFace(t, env, cni.WithAllConf)
 	env.Exec.Fail("b", "ADD", &types.Error{Code: 100, Msg: "no"})
 	_, err := f.Setup(context.Background(), "pod1", env.NetNS(t, "pod1"))
 	var se *ocicni.SetupError
@@ -235,15 +235,15 @@ func TestSetupFailureRollsBack(t *testing.T) {
 
 func TestStatusMinNetworkCountAndRecovery(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
-	f := newFace(t, env, gocni.WithMinNetworkCount(2))
-	require.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized, "nothing loaded yet")
+	f := newFace(t, env, cni.WithMinNetworkCount(2))
+	require.ErrorIs(t, f.Status(), cni.ErrCNINotInitialized, "nothing loaded yet")
 
-	err := f.Load(gocni.WithLoNetwork, gocni.WithDefaultConf)
-	require.ErrorIs(t, err, gocni.ErrLoad)
-	assert.True(t, gocni.IsCNINotInitialized(err), "an empty conf dir")
-	require.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized)
+	err := f.Load(cni.WithLoNetwork, cni.WithDefaultConf)
+	require.ErrorIs(t, err, cni.ErrLoad)
+	assert.True(t, cni.IsCNINotInitialized(err), "an empty conf dir")
+	require.ErrorIs(t, f.Status(), cni.ErrCNINotInitialized)
 	_, err = f.Setup(context.Background(), "pod1", env.NetNS(t, "pod1"))
-	require.ErrorIs(t, err, gocni.ErrCNINotInitialized)
+	require.ErrorIs(t, err, cni.ErrCNINotInitialized)
 	assert.Empty(t, env.Exec.Calls("ADD"))
 
 	// The file appears and nobody calls Load: Status and Setup pick it up.
@@ -257,14 +257,14 @@ func TestStatusMinNetworkCountAndRecovery(t *testing.T) {
 func TestRemoveWorksFromCacheAfterFailedLoad(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	path := env.WriteConflist(t, "a", "1.0.0", "bridge", "portmap")
-	f := newFace(t, env, gocni.WithMinNetworkCount(2), gocni.WithLoNetwork, gocni.WithDefaultConf)
+	f := newFace(t, env, cni.WithMinNetworkCount(2), cni.WithLoNetwork, cni.WithDefaultConf)
 	ns := env.NetNS(t, "pod1")
 	_, err := f.Setup(context.Background(), "pod1", ns)
 	require.NoError(t, err)
 
 	require.NoError(t, os.Remove(path))
-	require.Error(t, f.Load(gocni.WithLoNetwork, gocni.WithDefaultConf))
-	require.ErrorIs(t, f.Status(), gocni.ErrCNINotInitialized)
+	require.Error(t, f.Load(cni.WithLoNetwork, cni.WithDefaultConf))
+	require.ErrorIs(t, f.Status(), cni.ErrCNINotInitialized)
 	env.Exec.ResetCalls()
 	require.NoError(t, f.Remove(context.Background(), "pod1", ns))
 	var types []string

@@ -1,4 +1,4 @@
-package gocni_test
+package cni_test
 
 import (
 	"context"
@@ -34,24 +34,24 @@ func TestRealBridgeLifecycle(t *testing.T) {
 	n := testenv.Alloc(t)
 	dataDir, confDir, cacheDir := t.TempDir(), t.TempDir(), t.TempDir()
 	path := testenv.WriteFile(t, confDir, "10-podnet.conflist", testenv.BridgeConflist("podnet", "1.0.0", n, dataDir))
-	c, err := gocni.New(
-		gocni.WithMinNetworkCount(2),
-		gocni.WithPluginConfDir(confDir),
-		gocni.WithPluginMaxConfNum(1),
-		gocni.WithPluginDir([]string{pluginDir}),
-		gocni.WithEngineOptions(ocicni.WithCacheDir(cacheDir), ocicni.WithoutHealing()),
+	c, err := cni.New(
+		cni.WithMinNetworkCount(2),
+		cni.WithPluginConfDir(confDir),
+		cni.WithPluginMaxConfNum(1),
+		cni.WithPluginDir([]string{pluginDir}),
+		cni.WithEngineOptions(ocicni.WithCacheDir(cacheDir), ocicni.WithoutHealing()),
 	)
 	require.NoError(t, err)
-	f, ok := c.(*gocni.Face)
+	f, ok := c.(*cni.Face)
 	require.True(t, ok)
 	t.Cleanup(func() { assert.NoError(t, f.Shutdown()) })
-	require.NoError(t, c.Load(gocni.WithLoNetwork, gocni.WithDefaultConf))
+	require.NoError(t, c.Load(cni.WithLoNetwork, cni.WithDefaultConf))
 	require.NoError(t, c.Status())
 	_, subnet, err := net.ParseCIDR(n.Subnet)
 	require.NoError(t, err)
 
 	ns1 := testenv.NewNS(t)
-	res, err := c.Setup(ctx, "gocni-pod1", ns1, gocni.WithLabels(map[string]string{"K8S_POD_NAME": "web"}))
+	res, err := c.Setup(ctx, "gocni-pod1", ns1, cni.WithLabels(map[string]string{"K8S_POD_NAME": "web"}))
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Interfaces["eth0"].IPConfigs)
 	ip := res.Interfaces["eth0"].IPConfigs[0].IP
@@ -62,8 +62,8 @@ func TestRealBridgeLifecycle(t *testing.T) {
 
 	// The conf file goes away; containerd's syncer calls Load, which fails.
 	require.NoError(t, os.Rename(path, path+".away"))
-	require.Error(t, c.Load(gocni.WithLoNetwork, gocni.WithDefaultConf))
-	require.ErrorIs(t, c.Status(), gocni.ErrCNINotInitialized)
+	require.Error(t, c.Load(cni.WithLoNetwork, cni.WithDefaultConf))
+	require.ErrorIs(t, c.Status(), cni.ErrCNINotInitialized)
 	require.NoError(t, c.Remove(ctx, "gocni-pod1", ns1), "Remove works from the cache")
 	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"), "the reservation is released")
 

@@ -1,4 +1,4 @@
-package gocni
+package cni
 
 import (
 	"fmt"

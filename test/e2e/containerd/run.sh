@@ -32,7 +32,7 @@ die() { log "FAIL: $*"; exit 1; }
 # our pkg/gocni, with a replace to this checkout. Keyed by containerd
 # version and checkout path; redone when this function changes.
 prepare_src() {
-	local pathkey dl recipe files aliased plain left
+	local pathkey dl recipe files left
 	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
 	SRC=$E2E_CACHE/src-containerd-$CONTAINERD_VERSION-$pathkey
 	recipe=$(declare -f prepare_src | sha256sum | cut -c1-16)
@@ -52,23 +52,14 @@ prepare_src() {
 	fi
 	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
 	[[ -n $files ]] || die "no containerd file imports $GOCNI"
-	# go-cni's package is named cni, ours gocni: an import without an alias
-	# gets the alias cni, so that the file's cni.X still resolve. Aliased
-	# imports (cni, gocni) only change path. Only the root package of
-	# go-cni is handled; anything else stops the run below.
+	# Our package is named cni, as go-cni's is: the import path is all that
+	# changes, for aliased and unaliased imports alike. Only the root
+	# package of go-cni is handled; anything else stops the run below.
 	# shellcheck disable=SC2086
-	aliased=$(grep -lE "^[[:space:]]*[A-Za-z_][A-Za-z0-9_]* \"$GOCNI\"\$" $files | wc -l)
-	# shellcheck disable=SC2086
-	plain=$(grep -lE "^[[:space:]]*(import )?\"$GOCNI\"\$" $files | wc -l)
-	# shellcheck disable=SC2086
-	sed -i -E \
-		-e "s#^([[:space:]]*)\"$GOCNI\"\$#\\1cni \"$OURMOD/pkg/gocni\"#" \
-		-e "s#^import \"$GOCNI\"\$#import cni \"$OURMOD/pkg/gocni\"#" \
-		-e "s#^([[:space:]]*(import )?[A-Za-z_][A-Za-z0-9_]* )\"$GOCNI\"\$#\\1\"$OURMOD/pkg/gocni\"#" \
-		$files
+	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
 	left=$(grep -rn --include='*.go' "$GOCNI" "$SRC" || true)
 	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
-	log "rewrote $(wc -w <<<"$files") files to import $OURMOD/pkg/gocni ($plain unaliased, given the alias cni; $aliased aliased)"
+	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
 	(cd "$SRC" &&
 		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
 		go mod edit -droprequire="$GOCNI")
