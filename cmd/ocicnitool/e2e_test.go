@@ -217,9 +217,12 @@ func TestCacheRmThenGC(t *testing.T) {
 	assert.Equal(t, []recordedJSON{{Network: "cli", IfName: "eth0", NetNS: nsGone, Cached: false}}, ls.Records[0].Attachments)
 
 	gc := decode[gcJSON](t, n.run(t, exitOK, "gc", "--json", "--valid", "valid"))
-	assert.Equal(t, []gcAttachment{{Container: "forgotten", Network: "cli", IfName: "eth0", Recorded: true}}, gc.Collected)
-	assert.Empty(t, gc.Left)
-	assert.Empty(t, gc.Errors)
+	assert.Equal(t, gcJSON{
+		Valid:     []string{"valid"},
+		Outcomes:  []gcOutcomeJSON{{Container: "forgotten", Network: "cli", IfName: "eth0", Outcome: "deleted"}},
+		Collected: 1,
+		Errors:    []*errorJSON{},
+	}, gc)
 	assert.Len(t, n.reservations(t), 1)
 	assert.Nil(t, testenv.AddrsIn(t, nsGone, "eth0"), "GC deleted inside the netns recorded at ADD")
 	assert.Len(t, testenv.AddrsIn(t, nsValid, "eth0"), 1)
@@ -228,6 +231,69 @@ func TestCacheRmThenGC(t *testing.T) {
 	require.Len(t, ls.Entries, 1)
 	assert.Equal(t, "valid", ls.Entries[0].Container)
 	n.run(t, exitOK, "del", nsValid, "valid")
+	assert.Empty(t, n.reservations(t))
+}
+
+// TestGCOutcomes runs gc over a stale sandbox, a stale sandbox whose DEL
+// fails on network "flaky", and a valid sandbox, and checks what it
+// prints: one outcome per stale attachment in the order the DELs ran,
+// nothing of the valid sandbox, and exit code 3 for the failure. A second
+// gc, once the fault is gone, collects the failed attachment.
+func TestGCOutcomes(t *testing.T) {
+	n := newNode(t)
+	fault := filepath.Join(t.TempDir(), "del-fails")
+	testenv.WriteFile(t, n.confDir, "20-flaky.conf", testenv.RecorderConf("flaky", "1.0.0", filepath.Join(t.TempDir(), "calls.jsonl"),
+		map[string]any{"del": map[string]any{"errorCode": 100, "errorMsg": "injected DEL failure", "onlyIfExists": fault}}))
+	nsStale, nsFlaky, nsValid := testenv.NewNS(t), testenv.NewNS(t), testenv.NewNS(t)
+	n.run(t, exitOK, "add", nsStale, "gc-stale")
+	n.run(t, exitOK, "add", "--network", "cli,flaky:net1", nsFlaky, "gc-flaky")
+	n.run(t, exitOK, "add", nsValid, "gc-valid")
+	require.Len(t, n.reservations(t), 3)
+	testenv.WriteFile(t, filepath.Dir(fault), filepath.Base(fault), "")
+
+	r := n.run(t, exitFailed, "gc", "--json", "--valid", "gc-valid")
+	assert.Contains(t, r.stderr, "injected DEL failure")
+	doc := decode[gcJSON](t, r)
+	got := map[string][]string{} // container -> network/ifname=outcome, in DEL order
+	for _, o := range doc.Outcomes {
+		got[o.Container] = append(got[o.Container], o.Network+"/"+o.IfName+"="+o.Outcome)
+		assert.Equal(t, o.Outcome == "failed", o.Failure, "%+v", o)
+		if o.Failure {
+			require.NotNil(t, o.Error)
+			assert.Contains(t, o.Error.Message, "injected DEL failure")
+			assert.Equal(t, uint(100), o.Error.CNICode)
+		} else {
+			assert.Nil(t, o.Error)
+		}
+	}
+	assert.Equal(t, map[string][]string{
+		"gc-stale": {"cli/eth0=deleted"},
+		"gc-flaky": {"flaky/net1=failed", "cli/eth0=deleted"}, // reverse ADD order
+	}, got)
+	assert.Len(t, doc.Outcomes, 3)
+	assert.Equal(t, 2, doc.Collected)
+	assert.Equal(t, 1, doc.Left)
+	require.Len(t, doc.Errors, 1)
+	assert.Contains(t, doc.Errors[0].Message, `"flaky"`)
+	assert.Equal(t, []string{"gc-valid"}, doc.Valid)
+	assert.Len(t, n.reservations(t), 1, "only the valid sandbox keeps its address")
+
+	// The table shows the same, and the failed attachment is still there
+	// for the next gc.
+	r = n.run(t, exitFailed, "gc", "--valid", "gc-valid")
+	assert.Regexp(t, `(?m)^CONTAINER +NETWORK +IFNAME +OUTCOME +ERROR$`, r.stdout)
+	assert.Regexp(t, `(?m)^gc-flaky +flaky +net1 +failed +.*injected DEL failure`, r.stdout)
+	assert.NotContains(t, r.stdout, "gc-stale")
+	assert.NotContains(t, r.stdout, "gc-valid")
+
+	require.NoError(t, os.Remove(fault))
+	doc = decode[gcJSON](t, n.run(t, exitOK, "gc", "--json", "--valid", "gc-valid"))
+	assert.Equal(t, []gcOutcomeJSON{{Container: "gc-flaky", Network: "flaky", IfName: "net1", Outcome: "deleted"}}, doc.Outcomes)
+	assert.Equal(t, 1, doc.Collected)
+	assert.Zero(t, doc.Left)
+	assert.Empty(t, doc.Errors)
+
+	n.run(t, exitOK, "del", nsValid, "gc-valid")
 	assert.Empty(t, n.reservations(t))
 }
 

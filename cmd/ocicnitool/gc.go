@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
@@ -25,9 +24,12 @@ A valid container keeps the attachments it has in the cache and the record,
 and the default network on eth0. Listing no container would delete every
 attachment on the node, so that takes --all instead.
 
-Prints the attachments that were collected, and those of non-valid
-containers that are still there (their DEL failed: see the errors; running
-gc again retries). The cache is compared before and after GC to find them.
+Prints what GC did to each attachment of a non-valid container, in the
+order its DELs ran: its outcome (deleted, already-gone, retry-later, failed,
+orphaned, no-config) and error. A failed one stays in the cache or the
+attachment record, and running gc again retries it. With --json, outcomes
+lists them, collected counts those deleted or already gone, left those that
+failed, and errors holds every error GC returned (the GC verbs' too).
 
 Examples:
   # keep the two running sandboxes, collect everything else
@@ -57,29 +59,21 @@ Examples:
 }
 
 type gcJSON struct {
-	Valid     []string       `json:"valid"`
-	Collected []gcAttachment `json:"collected"`
-	Left      []gcAttachment `json:"left"` // attachments of non-valid containers still present
-	Errors    []*errorJSON   `json:"errors"`
+	Valid     []string        `json:"valid"`
+	Outcomes  []gcOutcomeJSON `json:"outcomes"`  // in the order GC ran the DELs
+	Collected int             `json:"collected"` // deleted or already gone
+	Left      int             `json:"left"`      // failed: still there, for the next gc
+	Errors    []*errorJSON    `json:"errors"`    // every error GC returned
 }
 
-// gcAttachment is one attachment GC looked at, from a cache entry (File
-// set) or from an attachment record (Recorded).
-type gcAttachment struct {
-	Container string `json:"container"`
-	Network   string `json:"network"`
-	IfName    string `json:"ifname"`
-	File      string `json:"file,omitempty"`
-	Recorded  bool   `json:"recorded,omitempty"`
-}
-
-// same tells whether a and b are one attachment: by container, network
-// and ifname, or by file for a corrupt entry whose name could not be split.
-func (a gcAttachment) same(b gcAttachment) bool {
-	if a.Network == "" || b.Network == "" {
-		return a.File == b.File
-	}
-	return a.Container == b.Container && a.Network == b.Network && a.IfName == b.IfName
+// gcOutcomeJSON is what GC did to one attachment of a non-valid container.
+type gcOutcomeJSON struct {
+	Container string     `json:"container"`
+	Network   string     `json:"network"`
+	IfName    string     `json:"ifname"`
+	Outcome   string     `json:"outcome"` // deleted, already-gone, no-config, retry-later, failed, orphaned
+	Failure   bool       `json:"failure"`
+	Error     *errorJSON `json:"error,omitempty"`
 }
 
 func runGC(ctx context.Context, g *globals, validIDs []string, out *printer) error {
@@ -90,82 +84,42 @@ func runGC(ctx context.Context, g *globals, validIDs []string, out *printer) err
 		}
 		pods = append(pods, &ocicni.PodNetwork{ID: id})
 	}
-	c, err := g.cache()
-	if err != nil {
-		return err
-	}
 	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
 	defer end()
 
-	before := gcSnapshot(c, validIDs)
-	gcErr := m.GC(ctx, pods)
-	after := gcSnapshot(c, validIDs)
-
-	doc := gcJSON{Valid: validIDs, Collected: []gcAttachment{}, Left: []gcAttachment{}, Errors: []*errorJSON{}}
-	for _, a := range before {
-		if slices.ContainsFunc(after, a.same) {
-			doc.Left = append(doc.Left, a)
-		} else {
-			doc.Collected = append(doc.Collected, a)
+	outcomes, gcErr := m.GCOutcomes(ctx, pods)
+	doc := gcJSON{Valid: validIDs, Outcomes: make([]gcOutcomeJSON, 0, len(outcomes)), Errors: []*errorJSON{}}
+	for _, o := range outcomes {
+		doc.Outcomes = append(doc.Outcomes, gcOutcomeJSON{
+			Container: o.ContainerID, Network: o.Network, IfName: o.IfName,
+			Outcome: o.Class.String(), Failure: o.Failure(), Error: toErrorJSON(o.Err),
+		})
+		switch {
+		case o.Failure():
+			doc.Left++
+		case o.Class == ocicni.Deleted || o.Class == ocicni.AlreadyGone:
+			doc.Collected++
 		}
 	}
 	for _, e := range unjoin(gcErr) {
 		doc.Errors = append(doc.Errors, toErrorJSON(e))
 	}
 	if err := out.emit(doc, func(t *table) {
-		t.row("CONTAINER", "NETWORK", "IFNAME", "STATE", "FILE")
-		for _, list := range []struct {
-			state string
-			atts  []gcAttachment
-		}{{"collected", doc.Collected}, {"left", doc.Left}} {
-			for _, a := range list.atts {
-				file := a.File
-				if a.Recorded {
-					file = "(attachment record)"
-				}
-				t.row(a.Container, a.Network, a.IfName, list.state, file)
+		t.row("CONTAINER", "NETWORK", "IFNAME", "OUTCOME", "ERROR")
+		for _, o := range doc.Outcomes {
+			msg := ""
+			if o.Error != nil {
+				msg = o.Error.Message
 			}
+			t.row(o.Container, o.Network, o.IfName, o.Outcome, msg)
 		}
 	}); err != nil {
 		return err
 	}
 	return withCode(exitFailed, gcErr)
-}
-
-// gcSnapshot lists the attachments of non-valid containers: cache entries,
-// corrupt ones by their file name, and recorded attachments that have no
-// entry. Read errors only make the report less complete; GC reports its own.
-func gcSnapshot(c *cache.Cache, validIDs []string) []gcAttachment {
-	var atts []gcAttachment
-	listing, _ := c.List()
-	for _, e := range listing.Entries {
-		if !slices.Contains(validIDs, e.ContainerID) {
-			atts = append(atts, gcAttachment{Container: e.ContainerID, Network: e.Network, IfName: e.IfName, File: e.Path})
-		}
-	}
-	for _, ee := range listing.Corrupt {
-		if !slices.Contains(validIDs, ee.ContainerID) || ee.ContainerID == "" {
-			atts = append(atts, gcAttachment{Container: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, File: ee.Path})
-		}
-	}
-	ids, _ := c.ListOrders()
-	for _, id := range ids {
-		if slices.Contains(validIDs, id) {
-			continue
-		}
-		recorded, _ := c.ReadOrder(id)
-		for _, r := range recorded {
-			if !slices.ContainsFunc(atts, func(a gcAttachment) bool {
-				return a.Container == id && a.Network == r.Network && a.IfName == r.IfName
-			}) {
-				atts = append(atts, gcAttachment{Container: id, Network: r.Network, IfName: r.IfName, Recorded: true})
-			}
-		}
-	}
-	return atts
 }
 
 // unjoin splits an errors.Join error into its parts.

@@ -303,7 +303,8 @@
 // do not set disableGC. A valid pod's attachments are the union of the
 // networks it names, every cache entry and recorded attachment of its ID,
 // and, when it names none, the default network on eth0: listing more can
-// only protect more.
+// only protect more. [Manager.GCOutcomes] is GC that also returns the
+// [Outcome] of every stale attachment it acted on or could not act on.
 //
 // GC does not stop pod operations while it runs. It plans without a lock,
 // from one listing of the cache and one reading of the order records. It

@@ -19,7 +19,18 @@ import (
 
 // GC deletes every attachment that does not belong to a pod in validPods,
 // then sends the GC verb with the valid attachments to every loaded network
-// at CNI 1.1.0 or later that does not set disableGC.
+// at CNI 1.1.0 or later that does not set disableGC. It continues past
+// every error and returns them joined. It is [Manager.GCOutcomes] without
+// the outcomes; see there for what it deletes, and how it runs beside pod
+// operations.
+func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
+	_, err := m.GCOutcomes(ctx, validPods)
+	return err
+}
+
+// GCOutcomes deletes every attachment that does not belong to a pod in
+// validPods, then sends the GC verb with the valid attachments to every
+// loaded network at CNI 1.1.0 or later that does not set disableGC.
 //
 //   - Stale cache entries get DEL with their cached config, so attachments
 //     of networks whose file was removed are collected too.
@@ -34,8 +45,25 @@ import (
 //     default network on eth0, so a pod never loses an attachment on a
 //     network that is no longer the default.
 //
-// GC continues past every error and returns them joined, each naming its
-// network. It never modifies validPods.
+// It returns the outcome of every stale attachment GC acted on or could
+// not act on, and continues past every error. First come the corrupt
+// cache files that name no container GC could tell (Failed, with what
+// their name says). Then, for each stale container in the order planned,
+// the attachments no DEL can act on (a corrupt cache entry without a
+// config to delete it with, or one that cannot be planned: Failed), and
+// then its DELs in the order they ran (Deleted, AlreadyGone, RetryLater,
+// Failed, Orphaned or NoConfig; RetryLater with ctx's error for each when
+// ctx ended before GC held the container's lock). An outcome is a
+// failure exactly when [Outcome.Failure] says so: GC applies no
+// [TeardownPolicy], so none is Tolerated. Left out are the attachments
+// of valid pods, those a teardown deleted after GC planned (the teardown
+// reports them), and those of a sandbox whose setup began while GC ran
+// (see below): GC did not act on them.
+//
+// The error joins every failure, each naming its network: the failed
+// outcomes' as *[NetworkError]s, and those with no outcome (a cache that
+// cannot be listed, a bad valid pod, the GC verbs). It never modifies
+// validPods.
 //
 // GC never stalls pod operations for longer than one DEL of one container
 // or the GC verbs themselves, which run for at most 10 s. It runs in three
@@ -71,9 +99,9 @@ import (
 // their order records) to the valid attachments of the GC verbs. As the
 // exclusive gate waits for every setup in flight, a plugin's GC never
 // sees a half-set-up pod, and never releases what such a pod holds.
-func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
+func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) ([]Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ocicni: GC: %w", err)
+		return nil, fmt.Errorf("ocicni: GC: %w", err)
 	}
 	log := m.log.WithField("verb", "GC")
 	set := m.snapshot()
@@ -83,9 +111,10 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	g, errs := m.planGC(validPods, set, watch, log)
 	log.WithFields(logrus.Fields{"staleSandboxes": len(g.stale), "validPods": len(g.validIDs)}).
 		Info("GC deletes stale attachments and leaves those of valid pods untouched")
-	errs = append(errs, m.deleteStale(ctx, g.stale, watch, log)...)
+	outcomes, derrs := m.deleteStale(ctx, g.stale, watch, log)
+	errs = append(errs, derrs...)
 	errs = append(errs, m.gcVerbsExclusive(ctx, set, g, watch)...)
-	return errors.Join(errs...)
+	return slices.Concat(g.unplanned, outcomes), errors.Join(errs...)
 }
 
 // gcVerbsBound bounds the GC verbs of one GC call, on top of the

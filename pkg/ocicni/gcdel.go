@@ -14,8 +14,11 @@ import (
 // [WithGCWorkers] workers. Each container is handled by one worker, under
 // its own lock (see [Manager.deleteStaleContainer]), so no two operations
 // ever run for the same container, while different containers proceed in
-// parallel as the spec allows. Errors come back in planning order.
-func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) []error {
+// parallel as the spec allows. Outcomes and errors come back in planning
+// order: for each container, the failures planning found, then its DELs in
+// the order they ran.
+func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) ([]Outcome, []error) {
+	outcomes := make([][]Outcome, len(stale))
 	errs := make([][]error, len(stale))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -24,7 +27,7 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
+				outcomes[i], errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
 			}
 		}()
 	}
@@ -33,31 +36,33 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 	}
 	close(next)
 	wg.Wait()
-	return slices.Concat(errs...)
+	var all []Outcome
+	for i, sc := range stale {
+		all = slices.Concat(all, sc.failures, outcomes[i])
+	}
+	return all, slices.Concat(errs...)
 }
 
 // deleteStaleContainer takes the gate shared and the container's lock, as
 // a pod operation does, and then runs the container's DELs that still
-// apply and prunes its order record. It leaves the container alone when a
+// apply and prunes its order record. It returns the DELs' outcomes, and
+// an error for each failed one. It leaves the container alone when a
 // setup of it began since GC opened watch: the runtime is creating it
-// again, and GC's plan is out of date.
-func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry) []error {
+// again, and GC's plan is out of date. The attachments it leaves alone,
+// for that reason or because a teardown deleted them since GC planned,
+// get no outcome. When it cannot take the locks, each planned DEL gets a
+// RetryLater (or Failed) outcome with the reason.
+func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,
+) ([]Outcome, []error) {
 	release, err := m.acquire(ctx, sc.id)
 	if err != nil {
-		if len(sc.plans) == 0 {
-			return []error{err}
-		}
-		errs := make([]error, 0, len(sc.plans))
-		for _, p := range sc.plans {
-			errs = append(errs, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "DEL", Err: err})
-		}
-		return errs
+		return notAcquired(sc, err)
 	}
 	defer release()
 	clog := log.WithField("sandbox", sc.id)
 	if watch.touched(sc.id) {
 		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")
-		return nil
+		return nil, nil
 	}
 	recorded, rerr := m.cache.ReadOrder(sc.id)
 	plans := make([]*plan, 0, len(sc.plans))
@@ -79,7 +84,27 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 	if sc.strays && recorded == nil && rerr == nil && len(errs) == 0 {
 		m.removeStrays(sc.id, clog)
 	}
-	return errs
+	return outcomes, errs
+}
+
+// notAcquired returns the outcomes and errors of a stale container whose
+// locks GC could not take (err): each planned DEL did not run. Without a
+// planned DEL, err is returned alone.
+func notAcquired(sc *staleContainer, err error) ([]Outcome, []error) {
+	if len(sc.plans) == 0 {
+		return nil, []error{err}
+	}
+	class := Failed
+	if classify(err) == RetryLater {
+		class = RetryLater
+	}
+	outcomes := make([]Outcome, 0, len(sc.plans))
+	errs := make([]error, 0, len(sc.plans))
+	for _, p := range sc.plans {
+		outcomes = append(outcomes, Outcome{ContainerID: sc.id, Network: p.Name, IfName: p.Ifname, Class: class, Err: err, Policy: p.policy})
+		errs = append(errs, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "DEL", Err: err})
+	}
+	return outcomes, errs
 }
 
 // stillStale reports whether what GC planned p from is still there: its

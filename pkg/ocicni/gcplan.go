@@ -20,6 +20,9 @@ type gcPlan struct {
 	byID     map[string][]*cache.Entry // every readable entry, by container
 	recs     *records
 	stale    []*staleContainer // in the order planned
+	// unplanned are the corrupt cache files that name no container GC
+	// could tell, as Failed outcomes; they stay for the next GC.
+	unplanned []Outcome
 }
 
 // staleContainer is the work for one container that no valid pod owns:
@@ -28,6 +31,9 @@ type gcPlan struct {
 type staleContainer struct {
 	id    string
 	plans []*stalePlan
+	// failures are the container's attachments that no DEL can act on
+	// (see [inventory]) or that could not be planned, as Failed outcomes.
+	failures []Outcome
 	// strays is set when only links to saved configs name the container
 	// (a setup killed before its record was written): GC removes them.
 	strays bool
@@ -96,8 +102,11 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	errs = append(errs, verrs...)
 	keep := func(id string) bool { return g.validIDs[id] || watch.touched(id) }
 
-	corrupt, cerrs := m.corruptByID(listing.Corrupt, g, watch, set)
-	errs = append(errs, cerrs...)
+	corrupt, unplanned := m.corruptByID(listing.Corrupt, g, watch, set)
+	for _, o := range unplanned {
+		errs = append(errs, &NetworkError{Verb: "DEL", Err: o.Err})
+	}
+	g.unplanned = unplanned
 	// Containers in the order the cache lists their entries, then those
 	// only a corrupt entry or a record names.
 	ids := make([]string, 0, len(g.byID)+len(recs.byID))
@@ -120,36 +129,47 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
 		_, sc.strays = slices.BinarySearch(strays, id)
 		inv := newInventory(id, recs.byID[id], recs.corrupt[id], g.byID[id], corrupt[id], set, log)
-		sortSlotsForTeardown(inv.slots, inv.record)
-		for _, o := range inv.failures {
-			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
-		}
-		for _, s := range inv.slots {
-			p, err := m.planFor(&PodNetwork{ID: id}, "", s, set, log)
-			if err != nil {
-				errs = append(errs, &NetworkError{Network: s.Name, IfName: s.Ifname, Verb: "DEL", Err: err})
-				continue
-			}
-			from := s.corruptPath()
-			if s.entry != nil {
-				from = s.entry.Path
-			}
-			sc.plans = append(sc.plans, &stalePlan{plan: p, from: from})
-		}
+		errs = append(errs, m.planStale(sc, inv, set, log)...)
 	}
 	g.stale = st.list
 	return g, errs
 }
 
+// planStale plans the DELs of stale container sc from its inventory, in
+// teardown order. What no DEL can act on, and what cannot be planned, goes
+// to sc.failures; it returns them as errors too.
+func (m *Manager) planStale(sc *staleContainer, inv *inventory, set *networkSet, log *logrus.Entry) []error {
+	var errs []error
+	sortSlotsForTeardown(inv.slots, inv.record)
+	for _, o := range inv.failures {
+		errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
+	}
+	sc.failures = append(sc.failures, inv.failures...)
+	for _, s := range inv.slots {
+		p, err := m.planFor(&PodNetwork{ID: sc.id}, "", s, set, log)
+		if err != nil {
+			errs = append(errs, &NetworkError{Network: s.Name, IfName: s.Ifname, Verb: "DEL", Err: err})
+			sc.failures = append(sc.failures, Outcome{ContainerID: sc.id, Network: s.Name, IfName: s.Ifname, Class: Failed, Err: err})
+			continue
+		}
+		from := s.corruptPath()
+		if s.entry != nil {
+			from = s.entry.Path
+		}
+		sc.plans = append(sc.plans, &stalePlan{plan: p, from: from})
+	}
+	return errs
+}
+
 // corruptByID groups corrupt cache files by container. A file whose name
 // cannot be split around a container ID the content names gets its names
 // guessed from the container IDs and network names GC knows of (see
-// [cache.GuessFileName]); one that still names nothing is an error, left
-// for the next GC.
+// [cache.GuessFileName]); one that still names nothing is returned as a
+// Failed outcome with what is known of it, left for the next GC.
 func (m *Manager) corruptByID(corrupt []*cache.EntryError, g *gcPlan, watch *setupWatch, set *networkSet,
-) (map[string][]*cache.EntryError, []error) {
+) (map[string][]*cache.EntryError, []Outcome) {
 	out := map[string][]*cache.EntryError{}
-	var errs []error
+	var failed []Outcome
 	var known []string
 	for _, ee := range corrupt {
 		if ee.Network == "" {
@@ -162,12 +182,12 @@ func (m *Manager) corruptByID(corrupt []*cache.EntryError, g *gcPlan, watch *set
 			ee = &guess
 		}
 		if ee.Network == "" || ee.ContainerID == "" {
-			errs = append(errs, &NetworkError{Verb: "DEL", Err: ee})
+			failed = append(failed, Outcome{ContainerID: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, Class: Failed, Err: ee})
 			continue
 		}
 		out[ee.ContainerID] = append(out[ee.ContainerID], ee)
 	}
-	return out, errs
+	return out, failed
 }
 
 // staleSet gathers the stale containers' plans, by container, in the
