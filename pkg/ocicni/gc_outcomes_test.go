@@ -74,7 +74,7 @@ func TestGCOutcomes(t *testing.T) {
 		assert.False(t, o.Tolerated, "GC tolerates nothing: %+v", o)
 		switch o.Class {
 		case Deleted:
-			assert.NoError(t, o.Err)
+			require.NoError(t, o.Err)
 		case RetryLater:
 			var ce *types.Error
 			require.ErrorAs(t, o.Err, &ce)
@@ -114,8 +114,8 @@ func TestGCOutcomes(t *testing.T) {
 	// The outcomes say what happened on disk and in the netns.
 	assert.Empty(t, e.callsFor("DEL", valid.ID))
 	e.assertDetached(stale)
-	assert.ElementsMatch(t, []string{e.cacheName("busy", failing, "eth1"), e.cacheName("gone", orphan, "eth0"),
-		e.cacheName("fine", valid, "eth0"), "junk"}, e.cacheFiles())
+	left := []string{e.cacheName("busy", failing, "eth1"), e.cacheName("gone", orphan, "eth0"), e.cacheName("fine", valid, "eth0"), "junk"}
+	assert.ElementsMatch(t, left, e.cacheFiles())
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "fine"), 1, "only the valid pod keeps its address on fine")
 
 	// Once busy succeeds, the next GC reports only the attachment it
