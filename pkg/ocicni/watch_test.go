@@ -3,7 +3,6 @@
 package ocicni
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -435,28 +434,6 @@ func TestWatchPluginInstalledLate(t *testing.T) {
 	}
 }
 
-// countingExec counts plugin lookups. The loader looks up every plugin of
-// every parsed file on each load, so the lookups of a plugin that only one
-// file uses count the loads.
-type countingExec struct {
-	*fakeExec
-	mu    sync.Mutex
-	finds map[string]int
-}
-
-func (c *countingExec) FindInPath(plugin string, paths []string) (string, error) {
-	c.mu.Lock()
-	c.finds[plugin]++
-	c.mu.Unlock()
-	return c.fakeExec.FindInPath(plugin, paths)
-}
-
-func (c *countingExec) lookups(plugin string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.finds[plugin]
-}
-
 // TestWatchBurstCoalesces does not run in parallel with other tests: on a
 // machine busy with them, the writes of the burst could be spread over more
 // debounce periods than the bound allows.
@@ -465,9 +442,10 @@ func TestWatchBurstCoalesces(t *testing.T) {
 	e := newWatchEnv(t)
 	installPlugin(t, e.binDir, "probe")
 	writeConf(t, e.confDir, "00-probe.conflist", conflist("probe", "1.0.0", "probe"))
-	ce := &countingExec{fakeExec: e.exec, finds: map[string]int{}}
-	m := e.manager(t, WithExec(ce))
-	require.Equal(t, 1, ce.lookups("probe"), "one lookup per load")
+	m := e.manager(t)
+	// The loader looks up every plugin of every parsed file on each load,
+	// so the lookups of a plugin that only one file uses count the loads.
+	require.Equal(t, 1, e.exec.lookupsOf("probe"), "one lookup per load")
 
 	want := []string{"probe"}
 	for i := range n {
@@ -476,7 +454,7 @@ func TestWatchBurstCoalesces(t *testing.T) {
 		want = append(want, name)
 	}
 	waitState(t, m, "probe", want...)
-	reloads := ce.lookups("probe") - 1
+	reloads := e.exec.lookupsOf("probe") - 1
 	t.Logf("%d files written, %d reloads", n, reloads)
 	assert.GreaterOrEqual(t, reloads, 1)
 	assert.LessOrEqual(t, reloads, n/5, "a burst of events is coalesced into few reloads")
@@ -645,43 +623,17 @@ func TestWatchSurvivesConfDirReplacedByFile(t *testing.T) {
 	waitState(t, m, "b", "b", "c")
 }
 
-// blockingExec holds VERSION of the "slow" plugin until release is closed,
-// like a plugin that ignores cancellation.
-type blockingExec struct {
-	*fakeExec
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (b *blockingExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
-	if filepath.Base(pluginPath) == "slow" {
-		b.once.Do(func() { close(b.entered) })
-		<-b.release
-	}
-	return b.fakeExec.ExecPlugin(ctx, pluginPath, stdin, environ)
-}
-
 func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 	e := newWatchEnv(t)
-	be := &blockingExec{fakeExec: e.exec, entered: make(chan struct{}), release: make(chan struct{})}
-	m := e.manager(t, WithExec(be))
+	// VERSION of "slow" is held, like a plugin that ignores cancellation.
+	slow := e.exec.gate("slow", false)
+	m := e.manager(t)
 	fds := inotifyFDs(t)
-	t.Cleanup(func() {
-		select {
-		case <-be.release:
-		default:
-			close(be.release) // let the watcher go if an assertion failed
-		}
-	})
+	t.Cleanup(slow.release) // let the watcher go if an assertion failed
 
 	installPlugin(t, e.binDir, "slow")
 	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
-	select {
-	case <-be.entered:
-	case <-time.After(watchTimeout):
-		require.FailNow(t, "the watcher never reloaded")
-	}
+	waitEntered(t, slow)
 
 	done := make(chan struct{})
 	go func() {
@@ -701,7 +653,7 @@ func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 	require.Eventually(t, func() bool { return closed() || parkedIn("(*Manager).Shutdown") },
 		watchTimeout, watchTick, "Shutdown neither returned nor waited")
 	require.False(t, closed(), "Shutdown returned while the watcher was busy")
-	close(be.release)
+	slow.release()
 	require.Eventually(t, closed, watchTimeout, watchTick)
 	assert.Equal(t, fds-1, inotifyFDs(t))
 }
