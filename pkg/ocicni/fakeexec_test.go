@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/stretchr/testify/require"
 
+	confbuild "github.com/seed-671fdd43/ocicni/internal/conflist"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
@@ -270,12 +271,9 @@ func writeConf(t *testing.T, dir, name, content string) string {
 	return p
 }
 
+// conflist returns a network config list with one plugin per type.
 func conflist(name, version string, types ...string) string {
-	plugins := make([]string, len(types))
-	for i, t := range types {
-		plugins[i] = fmt.Sprintf(`{"type":%q}`, t)
-	}
-	return fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[%s]}`, version, name, strings.Join(plugins, ","))
+	return string(confbuild.Build(name, version, types...))
 }
 
 // pluginTypes returns the plugin types of a loaded network, nil if absent.
