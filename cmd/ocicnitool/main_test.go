@@ -27,27 +27,12 @@ var (
 	pluginDir string
 )
 
-func TestMain(m *testing.M) { os.Exit(mainWithTool(m)) }
-
-// mainWithTool builds the tool into a temporary directory (with -race when
-// the tests have it), then runs the tests with the plugins built as root.
-func mainWithTool(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "ocicnitool-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	toolBin = filepath.Join(dir, progName)
-	args := []string{"build", "-o", toolBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", progName, err, out)
-		return 1
-	}
-	return testenv.MainWithPlugins(m, &pluginDir)
+// TestMain builds the tool (with -race when the tests have it), then runs
+// the tests with the plugins built as root.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.MainWithBinary(progName, raceEnabled, &toolBin, func() int {
+		return testenv.MainWithPlugins(m, &pluginDir)
+	}))
 }
 
 // result is what one run of the tool did.

@@ -3,12 +3,15 @@ package testenv
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/seed-671fdd43/ocicni/internal/conflist"
 )
 
 // WriteFile writes content to dir/name and returns the path.
@@ -25,15 +28,12 @@ func WriteFile(tb testing.TB, dir, name, content string) string {
 // configurations, which are raw JSON objects. It panics if one of them is
 // not valid JSON: these are test fixtures.
 func Conflist(name, cniVersion string, plugins ...string) string {
-	raw := make([]json.RawMessage, len(plugins))
-	for i, p := range plugins {
-		raw[i] = json.RawMessage(p)
+	for _, p := range plugins {
+		if !json.Valid([]byte(p)) {
+			panic(fmt.Sprintf("testenv: plugin config of %s is not valid JSON: %s", name, p))
+		}
 	}
-	return mustJSON(map[string]any{
-		"cniVersion": cniVersion,
-		"name":       name,
-		"plugins":    raw,
-	})
+	return string(conflist.Build(name, cniVersion, plugins...))
 }
 
 // BridgeConflist returns a configuration list for network n: the bridge

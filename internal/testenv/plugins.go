@@ -190,6 +190,30 @@ func lockDir(dir string) (func(), error) {
 	return func() { _ = f.Close() }, nil // closing releases the lock
 }
 
+// MainWithBinary is the TestMain of a package whose tests run its own
+// binary: it builds the package in the current directory (the one under
+// test) as name into a temporary directory, with -race when race is set,
+// points *bin at it, and returns run's exit code (run is m.Run, or a
+// [MainWithPlugins] call), removing the binary afterwards.
+func MainWithBinary(name string, race bool, bin *string, run func() int) int {
+	dir, err := os.MkdirTemp("", name+"-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*bin = filepath.Join(dir, name)
+	args := []string{"build", "-o", *bin}
+	if race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", name, err, out)
+		return 1
+	}
+	return run()
+}
+
 // goBuild runs "go build -o out pkgs..." in dir.
 func goBuild(dir, out string, pkgs ...string) error {
 	cmd := exec.Command("go", append([]string{"build", "-o", out}, pkgs...)...)

@@ -55,14 +55,7 @@ func requirePending(t *testing.T, done <-chan error, msg string) {
 }
 
 // podLockRefs returns how many operations hold or wait for the pod's lock.
-func podLockRefs(m *Manager, id string) int {
-	m.pods.mu.Lock()
-	defer m.pods.mu.Unlock()
-	if l := m.pods.locks[id]; l != nil {
-		return l.refs
-	}
-	return 0
-}
+func podLockRefs(m *Manager, id string) int { return podLocksRefs(m.pods, id) }
 
 func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
 	t.Parallel()

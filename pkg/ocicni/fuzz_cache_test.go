@@ -3,17 +3,14 @@ package ocicni
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/version"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
@@ -21,63 +18,6 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
-
-// envExec is a fake plugin executor for logic that must be checked
-// without root: it answers VERSION, succeeds every other verb with an empty
-// result, and records the environment and stdin of every call.
-type envExec struct {
-	mu    sync.Mutex
-	calls []execCall
-}
-
-type execCall struct {
-	env   map[string]string
-	stdin map[string]any
-}
-
-func (f *envExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) ([]byte, error) {
-	c := execCall{env: map[string]string{}}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "CNI_") {
-			c.env[k] = v
-		}
-	}
-	_ = json.Unmarshal(stdin, &c.stdin) // a call with bad stdin is still recorded
-	f.mu.Lock()
-	f.calls = append(f.calls, c)
-	f.mu.Unlock()
-	switch c.env["CNI_COMMAND"] {
-	case "VERSION":
-		return []byte(`{"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}`), nil
-	case "ADD":
-		return []byte(`{"cniVersion":"1.1.0"}`), nil
-	}
-	return nil, nil
-}
-
-func (f *envExec) FindInPath(plugin string, paths []string) (string, error) {
-	if plugin != "fake" {
-		return "", fmt.Errorf("no plugin %q in %v", plugin, paths)
-	}
-	return filepath.Join(paths[0], plugin), nil
-}
-
-func (f *envExec) Decode(b []byte) (version.PluginInfo, error) {
-	return (&version.PluginDecoder{}).Decode(b)
-}
-
-// plugged returns the calls other than VERSION.
-func (f *envExec) plugged() []execCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []execCall
-	for _, c := range f.calls {
-		if c.env["CNI_COMMAND"] != "VERSION" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 // treeFiles lists every regular file and symlink under root, relative.
 func treeFiles(tb testing.TB, root string) []string {
@@ -151,7 +91,7 @@ func FuzzTeardownAndGCFromCache(f *testing.F) {
 		}
 		before := slices.DeleteFunc(treeFiles(t, root), func(s string) bool { return !isKept(s) })
 
-		fx := &envExec{}
+		fx := newPodExec()
 		logger, _ := test.NewNullLogger()
 		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 			WithExec(fx), WithLogger(logrus.NewEntry(logger)))

@@ -11,30 +11,11 @@ import (
 	"unicode"
 
 	"github.com/containernetworking/cni/pkg/utils"
-	"github.com/containernetworking/cni/pkg/version"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
-
-// anyExec finds every plugin type, hostile ones included, by joining it to
-// the first bin dir without looking, and answers VERSION for every spec
-// version. So the loader alone must keep types from escaping the bin dir.
-type anyExec struct{}
-
-func (anyExec) ExecPlugin(context.Context, string, []byte, []string) ([]byte, error) {
-	return []byte(`{"cniVersion":"1.1.0","supportedVersions":["` +
-		strings.Join(version.All.SupportedVersions(), `","`) + `"]}`), nil
-}
-
-func (anyExec) FindInPath(plugin string, paths []string) (string, error) {
-	return filepath.Join(paths[0], plugin), nil
-}
-
-func (anyExec) Decode(b []byte) (version.PluginInfo, error) {
-	return (&version.PluginDecoder{}).Decode(b)
-}
 
 var fuzzExtensions = []string{".conflist", ".conf", ".json"}
 
@@ -69,7 +50,13 @@ func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
 	o.confDir, o.binDirs = confDir, []string{binDir}
 	logger, hook := test.NewNullLogger()
 	ctx, cancel := context.WithCancel(context.Background())
-	exec := typedExec{inner: anyExec{}}
+	// The fake finds every plugin type, hostile ones included, by
+	// joining it to the first bin dir without looking, and answers
+	// VERSION for every spec version. So the loader alone must keep types
+	// from escaping the bin dir.
+	fx := newFakeExec()
+	fx.setFind(findUnchecked)
+	exec := typedExec{inner: fx}
 	versions := newVersionCache(ctx, exec, time.Second, func() {})
 	defer func() {
 		cancel()

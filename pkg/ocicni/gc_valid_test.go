@@ -17,7 +17,7 @@ import (
 
 // validAttachmentsOf returns what each GC verb received as
 // cni.dev/valid-attachments, by network.
-func validAttachmentsOf(t *testing.T, fx *envExec) map[string][]types.GCAttachment {
+func validAttachmentsOf(t *testing.T, fx *fakeExec) map[string][]types.GCAttachment {
 	t.Helper()
 	out := map[string][]types.GCAttachment{}
 	for _, c := range fx.plugged() {
@@ -50,7 +50,7 @@ func TestGCValidAttachmentsUnion(t *testing.T) {
 	}
 	c := cache.New(cacheDir)
 	require.NoError(t, c.WriteOrder("recorded", []cache.Attachment{{Network: "netc", IfName: "net1"}}))
-	fx := &envExec{}
+	fx := newPodExec()
 	logger, _ := test.NewNullLogger()
 	m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 		WithExec(fx), WithLogger(logrus.NewEntry(logger)))

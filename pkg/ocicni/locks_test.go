@@ -13,28 +13,72 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
+// storeMax raises m to n unless it already holds more.
+func storeMax(m *atomic.Int32, n int32) {
+	for {
+		cur := m.Load()
+		if n <= cur || m.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// Eight goroutines lock one pod. Each one that gets in announces itself
+// and stays inside until the test lets it go, and the test does so only
+// once every goroutine still out has registered for the lock: a lock that
+// let a second one in would have it inside, with nothing but the lock
+// between them, while the first one is held.
 func TestPodLocksSerializeOnePod(t *testing.T) {
+	const n = 8
 	p := newPodLocks()
 	var inside, maxInside atomic.Int32
+	entered := make(chan struct{}, n)
+	leave := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 8 {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			release, err := p.lock(context.Background(), "pod")
-			assert.NoError(t, err)
-			n := inside.Add(1)
-			if n > maxInside.Load() {
-				maxInside.Store(n)
+			if !assert.NoError(t, err) {
+				return
 			}
-			time.Sleep(time.Millisecond)
+			storeMax(&maxInside, inside.Add(1))
+			entered <- struct{}{}
+			<-leave
 			inside.Add(-1)
 			release()
 		}()
 	}
+	for left := n; left > 0; left-- {
+		require.Eventually(t, func() bool { return podLocksRefs(p, "pod") == left },
+			testenv.BarrierTimeout, time.Millisecond, "%d goroutines hold or wait for the lock", left)
+		select {
+		case <-entered:
+		case <-time.After(testenv.BarrierTimeout):
+			require.FailNow(t, "nobody got the lock")
+		}
+		select {
+		case <-entered:
+			require.FailNow(t, "a second goroutine got in while the first was inside")
+		default:
+		}
+		assert.Equal(t, int32(1), inside.Load())
+		leave <- struct{}{}
+	}
 	wg.Wait()
 	assert.Equal(t, int32(1), maxInside.Load())
 	assert.Empty(t, p.locks, "locks are dropped when unused")
+}
+
+// podLocksRefs returns how many goroutines hold or wait for id's lock.
+func podLocksRefs(p *podLocks, id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.locks[id]; l != nil {
+		return l.refs
+	}
+	return 0
 }
 
 func TestPodLocksIndependentPodsAndContext(t *testing.T) {

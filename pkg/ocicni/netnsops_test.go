@@ -69,8 +69,8 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 	nsPath := filepath.Join(root, "ns")
 	require.NoError(t, os.WriteFile(nsPath, nil, 0o600))
 
-	newManager := func(ops NetNSOps) (*Manager, *envExec) {
-		fx := &envExec{}
+	newManager := func(ops NetNSOps) (*Manager, *fakeExec) {
+		fx := newPodExec()
 		logger, _ := test.NewNullLogger()
 		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 			WithExec(fx), WithNetNSOps(ops), WithLogger(logrus.NewEntry(logger)))

@@ -24,9 +24,9 @@ func testPod(t *testing.T, network string) PodNetwork {
 func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "slow")
-	g := newGatedExec(e.exec, true, "slow")
-	m := e.manager(t, WithExec(g), withVersionWait(longWait))
-	t.Cleanup(g.openAll)
+	g := e.exec.gate("slow", true)
+	m := e.manager(t, withVersionWait(longWait))
+	t.Cleanup(g.release)
 
 	// The file arrives unannounced; the pod's lookup reloads.
 	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
@@ -38,7 +38,7 @@ func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 		_, err := m.SetUpPodWithContext(ctx, pod)
 		errc <- err
 	}()
-	g.waitEntered(t, "slow")
+	waitEntered(t, g)
 	cancel()
 	select {
 	case err := <-errc:
@@ -50,19 +50,19 @@ func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 
 	// The reload went on under the manager's context: the answer loads
 	// the network for everyone, and nothing recorded a VERSION failure.
-	g.open("slow")
+	g.release()
 	require.Eventually(t, func() bool { return len(m.Networks()) == 1 }, loadBound, 5*time.Millisecond)
 	assert.Equal(t, []string{"slow"}, m.Networks())
 	assert.Empty(t, m.Skipped())
-	assert.Equal(t, 1, g.count("slow"))
+	assert.Equal(t, 1, e.exec.count("VERSION", "slow"))
 }
 
 func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "hang")
-	g := newGatedExec(e.exec, false, "hang") // answers nothing, even when cancelled
-	m := e.manager(t, WithExec(g), withVersionWait(longWait))
-	t.Cleanup(g.openAll)
+	g := e.exec.gate("hang", false) // answers nothing, even when cancelled
+	m := e.manager(t, withVersionWait(longWait))
+	t.Cleanup(g.release)
 
 	writeConf(t, e.confDir, "10-hang.conflist", conflist("hang", "1.0.0", "hang"))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -75,16 +75,16 @@ func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 
 	// Shutdown waits for the VERSION call it started, which ends when the
 	// plugin answers.
-	g.open("hang")
+	g.release()
 	within(t, loadBound, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }
 
 func TestSlowerReloadDoesNotOverwriteANewerSet(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "slow")
-	g := newGatedExec(e.exec, false, "slow")
-	m := e.manager(t, WithExec(g), withVersionWait(longWait))
-	t.Cleanup(g.openAll)
+	g := e.exec.gate("slow", false)
+	m := e.manager(t, withVersionWait(longWait))
+	t.Cleanup(g.release)
 
 	// The first reload reads the file while it names "slow", and waits
 	// for its VERSION answer.
@@ -94,7 +94,7 @@ func TestSlowerReloadDoesNotOverwriteANewerSet(t *testing.T) {
 		defer close(first)
 		m.reload(context.Background())
 	}()
-	g.waitEntered(t, "slow")
+	waitEntered(t, g)
 
 	// The file changes; a second reload reads it and publishes at once.
 	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "good", "other")), 0o644))
@@ -102,7 +102,7 @@ func TestSlowerReloadDoesNotOverwriteANewerSet(t *testing.T) {
 	require.Equal(t, []string{"good", "other"}, pluginTypes(m, "net"))
 
 	// The first one finishes last, and must not bring the old file back.
-	g.open("slow")
+	g.release()
 	select {
 	case <-first:
 	case <-time.After(loadBound):

@@ -81,7 +81,7 @@ func TestGCLeavesSetupsInFlightAlone(t *testing.T) {
 	writeEntry(t, cacheDir, "neta", "1.1.0", "stale", "eth0")
 	c := cache.New(cacheDir)
 	require.NoError(t, c.WriteOrder("busy", []cache.Attachment{{Network: "neta", IfName: "eth0"}, {Network: "netb", IfName: "net1"}}))
-	fx := &envExec{}
+	fx := newPodExec()
 	logger, _ := test.NewNullLogger()
 	m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 		WithExec(fx), WithLogger(logrus.NewEntry(logger)))

@@ -34,21 +34,21 @@ const longWait = time.Minute
 func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 	tests := []struct {
 		name    string
-		setup   func(e *loaderEnv) *gatedExec
+		setup   func(e *loaderEnv) (release func())
 		wantErr error
 	}{
 		{
 			name: "VERSION fails",
-			setup: func(e *loaderEnv) *gatedExec {
+			setup: func(e *loaderEnv) func() {
 				e.exec.fail("broken")
-				return newGatedExec(e.exec, true)
+				return func() {}
 			},
 			wantErr: ErrVersionFailed,
 		},
 		{
 			name: "VERSION never answers",
-			setup: func(e *loaderEnv) *gatedExec {
-				return newGatedExec(e.exec, true, "broken")
+			setup: func(e *loaderEnv) func() {
+				return e.exec.gate("broken", true).release
 			},
 			wantErr: context.DeadlineExceeded,
 		},
@@ -61,9 +61,9 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 				writeConf(t, e.confDir, fmt.Sprintf("%02d.conflist", i), conflist(fmt.Sprintf("net%d", i), "1.0.0", "broken"))
 			}
 			writeConf(t, e.confDir, "50-ok.conflist", conflist("ok", "1.0.0", "good"))
-			g := tt.setup(e)
-			m := e.managerWithin(t, loadBound, WithExec(g), withVersionWait(longWait), withVersionTimeout(50*time.Millisecond))
-			t.Cleanup(g.openAll)
+			release := tt.setup(e)
+			m := e.managerWithin(t, loadBound, withVersionWait(longWait), withVersionTimeout(50*time.Millisecond))
+			t.Cleanup(release)
 
 			assert.Equal(t, []string{"ok"}, m.Networks())
 			require.Len(t, m.Skipped(), 3)
@@ -71,18 +71,18 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 				require.ErrorIs(t, sk, ErrVersionFailed)
 				require.ErrorIs(t, sk, tt.wantErr)
 			}
-			assert.Equal(t, 1, g.count("broken"), "one call for three files")
+			assert.Equal(t, 1, e.exec.count("VERSION", "broken"), "one call for three files")
 
 			for range 3 {
 				within(t, loadBound, "reload", func() { m.reload(context.Background()) })
 			}
-			assert.Equal(t, 1, g.count("broken"), "the failure is remembered")
+			assert.Equal(t, 1, e.exec.count("VERSION", "broken"), "the failure is remembered")
 			assert.Len(t, m.Skipped(), 3)
 
 			// A new binary is asked again.
 			require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "broken"), []byte("#!/bin/false\n# v2\n"), 0o755))
 			within(t, loadBound, "reload", func() { m.reload(context.Background()) })
-			assert.Equal(t, 2, g.count("broken"))
+			assert.Equal(t, 2, e.exec.count("VERSION", "broken"))
 		})
 	}
 }
@@ -93,10 +93,11 @@ func TestVersionCallsOfDistinctBinariesRunConcurrently(t *testing.T) {
 	installPlugin(t, e.binDir, "b")
 	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "a"))
 	writeConf(t, e.confDir, "20-b.conflist", conflist("b", "1.0.0", "b"))
-	g := newGatedExec(e.exec, false, "a", "b")
-	t.Cleanup(g.openAll) // runs after the test fails, if it does
+	a, b := e.exec.gate("a", false), e.exec.gate("b", false)
+	t.Cleanup(a.release) // runs after the test fails, if it does
+	t.Cleanup(b.release)
 
-	opts := e.options(t, WithExec(g), withVersionWait(longWait))
+	opts := e.options(t, withVersionWait(longWait))
 	started := make(chan struct{})
 	var m *Manager
 	var err error
@@ -104,8 +105,9 @@ func TestVersionCallsOfDistinctBinariesRunConcurrently(t *testing.T) {
 		defer close(started)
 		m, err = New(opts...)
 	}()
-	g.waitEntered(t, "a", "b") // both are running: neither waits for the other
-	g.openAll()
+	waitEntered(t, a, b) // both are running: neither waits for the other
+	a.release()
+	b.release()
 	select {
 	case <-started:
 		require.NoError(t, err)
@@ -121,9 +123,9 @@ func TestHungVersionDoesNotDelayOtherFiles(t *testing.T) {
 	installPlugin(t, e.binDir, "hang")
 	writeConf(t, e.confDir, "00-hang.conflist", conflist("hang", "1.0.0", "hang"))
 	writeConf(t, e.confDir, "10-good.conflist", conflist("good", "1.0.0", "good"))
-	g := newGatedExec(e.exec, false, "hang") // ignores cancellation too
-	m := e.managerWithin(t, loadBound, WithExec(g), withVersionWait(50*time.Millisecond))
-	t.Cleanup(g.openAll)
+	g := e.exec.gate("hang", false) // ignores cancellation too
+	m := e.managerWithin(t, loadBound, withVersionWait(50*time.Millisecond))
+	t.Cleanup(g.release)
 
 	assert.Equal(t, []string{"good"}, m.Networks())
 	assert.Equal(t, "good", m.GetDefaultNetworkName())
@@ -137,7 +139,7 @@ func TestHungVersionDoesNotDelayOtherFiles(t *testing.T) {
 		_, _, err := m.lookup(context.Background(), m.snapshot(), "hang")
 		found <- err
 	}()
-	g.open("hang")
+	g.release()
 	select {
 	case err := <-found:
 		require.NoError(t, err)
@@ -154,9 +156,9 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "slow")
 	path := writeConf(t, e.confDir, "10-net.conflist", conflist("net", "1.0.0", "good"))
-	g := newGatedExec(e.exec, false, "slow")
-	m := e.manager(t, WithExec(g), withVersionWait(50*time.Millisecond))
-	t.Cleanup(g.openAll)
+	g := e.exec.gate("slow", false)
+	m := e.manager(t, withVersionWait(50*time.Millisecond))
+	t.Cleanup(g.release)
 	require.Equal(t, []string{"good"}, pluginTypes(m, "net"))
 
 	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "slow")), 0o644))
@@ -164,7 +166,7 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"), "the last good config stays while VERSION is pending")
 	require.ErrorIs(t, skippedFile(m, path), ErrVersionPending)
 
-	g.open("slow")
+	g.release()
 	require.Eventually(t, func() bool {
 		types := pluginTypes(m, "net")
 		return len(types) == 1 && types[0] == "slow"

@@ -3,7 +3,6 @@
 package ocicni
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -435,28 +434,6 @@ func TestWatchPluginInstalledLate(t *testing.T) {
 	}
 }
 
-// countingExec counts plugin lookups. The loader looks up every plugin of
-// every parsed file on each load, so the lookups of a plugin that only one
-// file uses count the loads.
-type countingExec struct {
-	*fakeExec
-	mu    sync.Mutex
-	finds map[string]int
-}
-
-func (c *countingExec) FindInPath(plugin string, paths []string) (string, error) {
-	c.mu.Lock()
-	c.finds[plugin]++
-	c.mu.Unlock()
-	return c.fakeExec.FindInPath(plugin, paths)
-}
-
-func (c *countingExec) lookups(plugin string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.finds[plugin]
-}
-
 // TestWatchBurstCoalesces does not run in parallel with other tests: on a
 // machine busy with them, the writes of the burst could be spread over more
 // debounce periods than the bound allows.
@@ -465,9 +442,10 @@ func TestWatchBurstCoalesces(t *testing.T) {
 	e := newWatchEnv(t)
 	installPlugin(t, e.binDir, "probe")
 	writeConf(t, e.confDir, "00-probe.conflist", conflist("probe", "1.0.0", "probe"))
-	ce := &countingExec{fakeExec: e.exec, finds: map[string]int{}}
-	m := e.manager(t, WithExec(ce))
-	require.Equal(t, 1, ce.lookups("probe"), "one lookup per load")
+	m := e.manager(t)
+	// The loader looks up every plugin of every parsed file on each load,
+	// so the lookups of a plugin that only one file uses count the loads.
+	require.Equal(t, 1, e.exec.lookupsOf("probe"), "one lookup per load")
 
 	want := []string{"probe"}
 	for i := range n {
@@ -476,7 +454,7 @@ func TestWatchBurstCoalesces(t *testing.T) {
 		want = append(want, name)
 	}
 	waitState(t, m, "probe", want...)
-	reloads := ce.lookups("probe") - 1
+	reloads := e.exec.lookupsOf("probe") - 1
 	t.Logf("%d files written, %d reloads", n, reloads)
 	assert.GreaterOrEqual(t, reloads, 1)
 	assert.LessOrEqual(t, reloads, n/5, "a burst of events is coalesced into few reloads")
@@ -501,20 +479,24 @@ func inotifyFDs(t *testing.T) int {
 	return count
 }
 
-// managerGoroutines returns the IDs of the live goroutines started by
-// this package or by fsnotify. A goroutine's ID is never reused.
-func managerGoroutines() map[string]bool {
+// goroutineStacks returns the stacks of every goroutine, as
+// runtime.Stack writes them: separated by blank lines.
+func goroutineStacks() string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			buf = buf[:n]
-			break
+			return string(buf[:n])
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// managerGoroutines returns the IDs of the live goroutines started by
+// this package or by fsnotify. A goroutine's ID is never reused.
+func managerGoroutines() map[string]bool {
 	ids := map[string]bool{}
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(goroutineStacks(), "\n\n") {
 		if strings.Contains(g, "\ncreated by github.com/seed-671fdd43/ocicni/pkg/ocicni.") ||
 			strings.Contains(g, "\ncreated by github.com/fsnotify/fsnotify.") {
 			id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
@@ -522,6 +504,23 @@ func managerGoroutines() map[string]bool {
 		}
 	}
 	return ids
+}
+
+// parkedIn reports whether a goroutine that runs fn (as it appears in a
+// stack trace, "(*Manager).Shutdown") is blocked: waiting on a
+// WaitGroup, a lock, a channel or a condition, not running.
+func parkedIn(fn string) bool {
+	for _, g := range strings.Split(goroutineStacks(), "\n\n") {
+		header, stack, _ := strings.Cut(g, "\n")
+		_, state, _ := strings.Cut(header, "[")
+		state, _, _ = strings.Cut(state, "]")
+		state, _, _ = strings.Cut(state, ",") // "select, 2 minutes"
+		if strings.Contains(stack, "ocicni."+fn+"(") &&
+			state != "running" && state != "runnable" && state != "syscall" {
+			return true
+		}
+	}
+	return false
 }
 
 func newGoroutines(before map[string]bool) []string {
@@ -561,11 +560,15 @@ func TestWatchShutdown(t *testing.T) {
 		return true
 	}, watchTimeout, watchTick, "goroutines leaked")
 
-	// Changes after Shutdown are not applied.
+	// Changes after Shutdown are not applied. A second manager watches
+	// the same dir: once it has applied the changes, a live watcher of
+	// the first one would have seen the same events too.
 	set := m.snapshot()
+	witness := e.manager(t)
 	writeConf(t, e.confDir, "05-c.conflist", conflist("c", "1.0.0", "good"))
 	require.NoError(t, os.Remove(filepath.Join(e.confDir, "10-a.conflist")))
-	require.Never(t, func() bool { return m.snapshot() != set }, 200*time.Millisecond, 10*time.Millisecond)
+	waitNetworks(t, witness, "b", "c")
+	assert.Same(t, set, m.snapshot(), "a change after Shutdown was applied")
 	assert.Equal(t, []string{"a", "b"}, m.Networks())
 
 	// Shutdown again, also concurrently, is fine.
@@ -620,43 +623,17 @@ func TestWatchSurvivesConfDirReplacedByFile(t *testing.T) {
 	waitState(t, m, "b", "b", "c")
 }
 
-// blockingExec holds VERSION of the "slow" plugin until release is closed,
-// like a plugin that ignores cancellation.
-type blockingExec struct {
-	*fakeExec
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (b *blockingExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
-	if filepath.Base(pluginPath) == "slow" {
-		b.once.Do(func() { close(b.entered) })
-		<-b.release
-	}
-	return b.fakeExec.ExecPlugin(ctx, pluginPath, stdin, environ)
-}
-
 func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 	e := newWatchEnv(t)
-	be := &blockingExec{fakeExec: e.exec, entered: make(chan struct{}), release: make(chan struct{})}
-	m := e.manager(t, WithExec(be))
+	// VERSION of "slow" is held, like a plugin that ignores cancellation.
+	slow := e.exec.gate("slow", false)
+	m := e.manager(t)
 	fds := inotifyFDs(t)
-	t.Cleanup(func() {
-		select {
-		case <-be.release:
-		default:
-			close(be.release) // let the watcher go if an assertion failed
-		}
-	})
+	t.Cleanup(slow.release) // let the watcher go if an assertion failed
 
 	installPlugin(t, e.binDir, "slow")
 	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
-	select {
-	case <-be.entered:
-	case <-time.After(watchTimeout):
-		require.FailNow(t, "the watcher never reloaded")
-	}
+	waitEntered(t, slow)
 
 	done := make(chan struct{})
 	go func() {
@@ -671,8 +648,12 @@ func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 			return false
 		}
 	}
-	require.Never(t, closed, 200*time.Millisecond, 10*time.Millisecond, "Shutdown returned while the watcher was busy")
-	close(be.release)
+	// Shutdown either returns (wrongly: the watcher is still held) or
+	// parks, waiting; once it is parked, only the release can wake it.
+	require.Eventually(t, func() bool { return closed() || parkedIn("(*Manager).Shutdown") },
+		watchTimeout, watchTick, "Shutdown neither returned nor waited")
+	require.False(t, closed(), "Shutdown returned while the watcher was busy")
+	slow.release()
 	require.Eventually(t, closed, watchTimeout, watchTick)
 	assert.Equal(t, fds-1, inotifyFDs(t))
 }

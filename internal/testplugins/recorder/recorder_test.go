@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
 )
 
@@ -26,23 +25,7 @@ import (
 var pluginPath string
 
 func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "recorder-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	pluginPath = filepath.Join(dir, "recorder")
-	out, err := exec.Command("go", "build", "-o", pluginPath, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build recorder: %v\n%s", err, out)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.MainWithBinary("recorder", false, &pluginPath, m.Run))
 }
 
 // conf returns a recorder netconf logging to logFile, with extra keys.

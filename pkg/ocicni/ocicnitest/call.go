@@ -54,6 +54,18 @@ func newCall(pluginPath string, stdin []byte, environ []string) Call {
 	return c
 }
 
+// Getenv returns the value of key in the call's environment, the last
+// one if it is set more than once, as the plugin would read it.
+func (c Call) Getenv(key string) string {
+	v := ""
+	for _, kv := range c.Env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
 // String gives the verb, network, ifname and container ID, those that
 // are set: "ADD net eth0 pod1", "GC net".
 func (c Call) String() string {

@@ -43,11 +43,36 @@
 // holds the call until its context ends or the hang is released. VERSION
 // calls carry no network: script them with network "".
 //
+// A script by plugin type, [FakeExec.FailPlugin], fails a verb of every
+// plugin of that type, whatever the network: a broken binary's VERSION.
+//
 // Every call is recorded before it is answered, as a [Call]: verb,
 // network, plugin type, container ID, netns, ifname, CNI_ARGS as a map,
-// and stdin raw and decoded. [FakeExec.Calls] returns them in order,
-// leaving out the VERSION calls that the manager makes in the background
-// unless asked for by name.
+// the whole environment ([Call.Getenv]), and stdin raw and decoded.
+// [FakeExec.Calls] returns them in order, leaving out the VERSION calls
+// that the manager makes in the background unless asked for by name;
+// [FakeExec.Count] counts the calls that a [Match] selects, and
+// [FakeExec.Lookups] the FindInPath calls for a plugin.
+//
+// # Gates
+//
+// [FakeExec.Gate] holds the calls that a [Match] selects (by verb,
+// network and plugin type) between recording and answering them, until
+// the test releases the [Gate]. The test waits for the event "the code
+// under test is inside the call" with [Gate.WaitEntered], acts while the
+// call is held, and calls [Gate.Release]; nothing is proven by sleeping.
+// A held call ends early with its context's error, unless the gate was
+// made with [IgnoreContext], which plays a plugin that ignores
+// cancellation.
+//
+// # Finding plugins
+//
+// [FakeExec.SetFindMode] changes how FindInPath finds plugins: without
+// looking at the disk ([FindAny], the default), only where a file of the
+// plugin's name exists ([FindOnDisk], for tests that install and remove
+// plugins while the manager watches its bin dirs), or under any name,
+// path separators included ([FindUnchecked], for tests of the manager's
+// own checks on plugin types).
 //
 // # Network namespaces
 //

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -27,8 +26,11 @@ var DefaultSubnet = netip.MustParsePrefix("10.88.0.0/16")
 // [ocicni.NetNSOps] for [ocicni.WithNetNSOps]; [Env.Options] passes it as
 // both. Answers are scripted per network and verb ([FakeExec.Result],
 // [FakeExec.Fail], [FakeExec.Hang]); without a script every verb succeeds
-// (see the package doc for the default answers). Every call is recorded
-// ([FakeExec.Calls]).
+// (see the package doc for the default answers). A plugin type's verb can
+// be failed for every network ([FakeExec.FailPlugin]), and calls can be
+// held at a [Gate] until the test releases them ([FakeExec.Gate]). Every
+// call is recorded ([FakeExec.Calls], [FakeExec.Count]), and every plugin
+// lookup counted ([FakeExec.Lookups]).
 //
 // A FakeExec is safe for concurrent use. The zero value is not usable;
 // call [NewFakeExec].
@@ -40,6 +42,10 @@ type FakeExec struct {
 	subnets  map[string]*pool    // network -> its own pool
 	shared   *pool               // pool of networks without one
 	calls    []Call
+	gates    []*Gate           // in the order they were made
+	failing  map[ruleKey]error // (plugin type, verb) -> error; see FailPlugin
+	find     FindMode
+	lookups  map[string]int // plugin -> FindInPath calls
 	loErr    error
 	loUp     map[string]bool      // netns paths whose lo is up
 	live     map[liveKey]liveAddr // interfaces made by successful ADDs
@@ -67,6 +73,8 @@ func NewFakeExec() *FakeExec {
 	return &FakeExec{
 		rules:    map[ruleKey]*rule{},
 		versions: map[string][]string{},
+		failing:  map[ruleKey]error{},
+		lookups:  map[string]int{},
 		subnets:  map[string]*pool{},
 		shared:   newPool(DefaultSubnet),
 		loUp:     map[string]bool{},
@@ -132,6 +140,22 @@ func (f *FakeExec) Hang(network, verb string) (release func()) {
 	}
 }
 
+// FailPlugin makes every call of verb to plugin type typ fail with err,
+// whatever the network, until it is called again with a nil err. It
+// takes precedence over the network's script. Use it for VERSION, whose
+// calls carry no network: FailPlugin("bridge", "VERSION", err) plays a
+// bridge binary that cannot run, and the manager skips the networks that
+// use it.
+func (f *FakeExec) FailPlugin(typ, verb string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.failing, ruleKey{typ, verb})
+		return
+	}
+	f.failing[ruleKey{typ, verb}] = err
+}
+
 // Clear removes the scripts of (network, verb), so that it gets the
 // default answer. Calls already hanging keep hanging until released.
 func (f *FakeExec) Clear(network, verb string) {
@@ -178,40 +202,33 @@ func (f *FakeExec) PluginVersions(typ string, versions ...string) {
 	f.versions[typ] = slices.Clone(versions)
 }
 
-// FindInPath returns <first path>/<plugin> for every plugin type it finds
-// (see [FakeExec.OnlyPlugins]), without looking at the disk.
-func (f *FakeExec) FindInPath(plugin string, paths []string) (string, error) {
-	if len(paths) == 0 {
-		return "", fmt.Errorf("no paths provided")
-	}
-	if plugin == "" || plugin != filepath.Base(plugin) {
-		return "", fmt.Errorf("failed to find plugin %q in path %s", plugin, paths)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.only != nil && !f.only[plugin] {
-		return "", fmt.Errorf("failed to find plugin %q in path %s", plugin, paths)
-	}
-	return filepath.Join(paths[0], plugin), nil
-}
-
 // Decode decodes a VERSION answer, as the real executor does.
 func (f *FakeExec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
 	return (&version.PluginDecoder{}).Decode(jsonBytes)
 }
 
-// ExecPlugin records the call and answers it: as scripted for its
-// network and verb, else with the default answer.
+// ExecPlugin records the call, holds it at the gates that select it
+// ([FakeExec.Gate]) and at a [FakeExec.Hang], and answers it: with a
+// [FakeExec.FailPlugin] error for its plugin type and verb, else as
+// scripted for its network and verb, else with the default answer.
 func (f *FakeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
 	c := newCall(pluginPath, stdin, environ)
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
+	gates := f.gatesFor(c)
+	f.mu.Unlock()
+	for _, g := range gates {
+		if err := g.hold(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+
+	f.mu.Lock()
 	var hang chan struct{}
 	if r := f.rules[ruleKey{c.Network, c.Verb}]; r != nil {
 		hang = r.hang
 	}
 	f.mu.Unlock()
-
 	if hang != nil {
 		select {
 		case <-hang:
@@ -222,6 +239,9 @@ func (f *FakeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []by
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.failing[ruleKey{c.PluginType, c.Verb}]; err != nil {
+		return nil, err
+	}
 	if r := f.rules[ruleKey{c.Network, c.Verb}]; r != nil {
 		switch {
 		case r.err != nil:
@@ -277,12 +297,13 @@ func (f *FakeExec) Calls(verbs ...string) []Call {
 	return out
 }
 
-// ResetCalls forgets the recorded calls. Scripts, pools and the state of
-// the fake netns are kept.
+// ResetCalls forgets the recorded calls and lookups. Scripts, gates,
+// pools and the state of the fake netns are kept.
 func (f *FakeExec) ResetCalls() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = nil
+	f.lookups = map[string]int{}
 }
 
 // pool hands out the addresses of a subnet in order.

@@ -2,7 +2,6 @@ package ocicnitest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/seed-671fdd43/ocicni/internal/conflist"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -23,22 +23,7 @@ const DefaultPluginType = "fake"
 // with "{" is taken as that plugin's whole JSON config (to add
 // capabilities or plugin keys); any other is a plugin type.
 func Conflist(name, cniVersion string, plugins ...string) []byte {
-	raw := make([]json.RawMessage, len(plugins))
-	for i, p := range plugins {
-		if strings.HasPrefix(strings.TrimSpace(p), "{") {
-			raw[i] = json.RawMessage(p)
-			continue
-		}
-		b, _ := json.Marshal(map[string]string{"type": p}) // a map of strings always marshals
-		raw[i] = b
-	}
-	b, err := json.Marshal(map[string]any{"cniVersion": cniVersion, "name": name, "plugins": raw})
-	if err != nil {
-		// Only an invalid verbatim plugin config gets here; keep it
-		// visible to the manager, which skips the file as invalid.
-		return []byte(fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[%s]}`, cniVersion, name, strings.Join(plugins, ",")))
-	}
-	return b
+	return conflist.Build(name, cniVersion, plugins...)
 }
 
 // WriteConflist writes [Conflist](name, cniVersion, plugins...) into the
