@@ -56,6 +56,14 @@ type inventory struct {
 // (see [newInventory]).
 func (m *Manager) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
 	record, rerr := m.cache.ReadOrder(id)
+	return m.inventoryOf(id, requested, record, rerr, set, log)
+}
+
+// inventoryOf is [Manager.takeInventory] with the order record already
+// read (record, rerr).
+func (m *Manager) inventoryOf(id string, requested []NetAttachment, record []cache.Attachment, rerr error,
+	set *networkSet, log *logrus.Entry,
+) *inventory {
 	if len(requested) == 0 {
 		listing, err := m.cache.ForContainer(id)
 		inv := newInventory(id, record, rerr, listing.Entries, listing.Corrupt, set, log)
@@ -115,7 +123,7 @@ func newInventory(id string, record []cache.Attachment, rerr error, entries []*c
 			})
 		default:
 			log.WithError(ee).WithFields(logrus.Fields{"file": filepath.Base(ee.Path), "network": a.Name}).
-				Warn("Corrupt CNI cache entry; deleting with the saved or loaded config")
+				Warn("Corrupt CNI cache entry; acting on it with the saved or loaded config")
 			inv.slots = append(inv.slots, &slot{NetAttachment: a, corrupt: ee, rec: rec})
 		}
 	}

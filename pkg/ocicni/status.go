@@ -40,66 +40,67 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)
 	}
 	set := m.snapshot()
-	atts, err := m.statusAttachments(&pod, set)
+	slots, err := m.statusSlots(&pod, set, log)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]NetResult, 0, len(atts))
-	for _, att := range atts {
+	results := make([]NetResult, 0, len(slots))
+	for _, s := range slots {
 		// Without a readable entry (none, or a corrupt one) status uses
-		// the loaded config and reads the interface from the netns, which
-		// is what a cached result would have said; the teardown and GC
-		// report corrupt entries.
-		entry, err := m.cache.Get(att.Name, pod.ID, att.Ifname)
-		if err != nil {
-			entry = nil
-		}
-		p, err := m.planFor(&pod, pod.NetNS, &slot{NetAttachment: att, entry: entry}, set, log)
+		// the saved or loaded config and reads the interface from the
+		// netns, which is what a cached result would have said; the
+		// teardown and GC report corrupt entries.
+		p, err := m.planFor(&pod, pod.NetNS, s, set, log)
 		if err != nil {
 			return nil, err
 		}
 		if p.list == nil {
-			return nil, set.notFound(att.Name, m.opts.confDir)
+			return nil, set.notFound(s.Name, m.opts.confDir)
 		}
 		if debugEnabled(log) {
 			planLog(log, p, "CHECK").Debug("Checking pod network")
 		}
-		res, err := m.checkOne(ctx, &pod, p, entry, log)
+		res, err := m.checkOne(ctx, &pod, p, s.entry, log)
 		if err != nil {
 			return nil, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "CHECK", Err: err}
 		}
-		results = append(results, NetResult{Result: res, NetAttachment: att})
+		results = append(results, NetResult{Result: res, NetAttachment: s.NetAttachment})
 	}
 	return results, nil
 }
 
-// statusAttachments picks the attachments to report: the requested ones;
-// else those recorded at ADD, in ADD order; else the container's cache
-// entries (a pod set up by another library); else the default network.
-func (m *Manager) statusAttachments(pod *PodNetwork, set *networkSet) ([]NetAttachment, error) {
+// statusSlots picks the attachments to report from the pod's inventory:
+// the requested ones; else those recorded at ADD, in ADD order; else the
+// container's readable cache entries (a pod set up by another library);
+// else the default network.
+func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entry) ([]*slot, error) {
 	if len(pod.Networks) > 0 {
-		return assignIfnames(pod.Networks, "")
+		atts, err := assignIfnames(pod.Networks, "")
+		if err != nil {
+			return nil, err
+		}
+		return m.takeInventory(pod.ID, atts, set, log).slots, nil
 	}
-	if recorded, err := m.cache.ReadOrder(pod.ID); err == nil && len(recorded) > 0 {
-		atts := make([]NetAttachment, len(recorded))
-		for i, a := range recorded {
+	record, rerr := m.cache.ReadOrder(pod.ID)
+	if rerr == nil && len(record) > 0 {
+		atts := make([]NetAttachment, len(record))
+		for i, a := range record {
 			atts[i] = NetAttachment{Name: a.Network, Ifname: a.IfName}
 		}
-		return atts, nil
+		return m.inventoryOf(pod.ID, atts, record, nil, set, log).slots, nil
 	}
 	// A listing failure, like a corrupt entry, leaves the default network:
 	// status then reports what the netns holds.
-	listing, _ := m.cache.ForContainer(pod.ID)
-	entries := listing.Entries
-	if len(entries) == 0 {
-		atts, err := assignIfnames(nil, set.defaultName)
-		return atts, m.explainDefault(err, set)
+	inv := m.inventoryOf(pod.ID, nil, nil, nil, set, log)
+	slots := slices.DeleteFunc(inv.slots, func(s *slot) bool { return s.entry == nil })
+	if len(slots) > 0 {
+		return slots, nil
 	}
-	atts := make([]NetAttachment, 0, len(entries))
-	for _, e := range entries {
-		atts = append(atts, NetAttachment{Name: e.Network, Ifname: e.IfName})
+	atts, err := assignIfnames(nil, set.defaultName)
+	if err != nil {
+		return nil, m.explainDefault(err, set)
 	}
-	return atts, nil
+	return []*slot{{NetAttachment: atts[0]}}, nil
 }
 
 // checkOne returns the attachment's cached result, after CHECK where the

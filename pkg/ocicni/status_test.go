@@ -90,3 +90,31 @@ func TestStatusCheckFailureNamesNetwork(t *testing.T) {
 	requirePluginError(t, err, "chk", "CHECK", 101)
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 }
+
+// Status reads a pod's attachments through its inventory: with the cache
+// entry removed by hand and the conf file gone, the config saved with the
+// order record still names the network, and the netns gives the address.
+func TestStatusUsesSavedConfig(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	e.recordedBridge("neta", nil)
+	e.start()
+	pod := e.pod("p")
+	ips := resultIPs(t, e.setUp(pod)[0])
+	for _, f := range e.cacheFiles() {
+		require.NoError(t, os.Remove(filepath.Join(e.cacheDir, "results", f)))
+	}
+	files, err := filepath.Glob(filepath.Join(e.confDir, "*-neta.conflist"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	require.NoError(t, os.Remove(files[0]))
+	m := e.restart()
+
+	res, err := m.GetPodNetworkStatusWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, "neta", res[0].Name)
+	assert.Equal(t, ips, resultIPs(t, res[0]))
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
+	e.assertClean(pod, "neta")
+}
