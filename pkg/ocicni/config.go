@@ -179,7 +179,8 @@ type binary struct {
 // load builds a new network set from the conf dir and publishes it.
 // Invalid files are skipped and recorded; an error is returned only if
 // the dir is unreadable or ctx ends first. ctx bounds the waits only:
-// VERSION calls run under the manager's context.
+// VERSION calls run under a context of their own, bounded by their
+// timeout, which neither a caller nor Shutdown cancels.
 //
 // A provisional load is the watcher's first reload of a burst of events,
 // which may read a file that its writer has created but not yet written.

@@ -66,8 +66,9 @@
 // or times changed, and runs a plugin's VERSION only when that binary's
 // path, size, times or inode changed: an answer and a failure (an error,
 // or no answer within 10s) are both remembered until then. The VERSION
-// calls of distinct binaries run concurrently, a few at a time, under the
-// manager's context. A reload waits for them for about a second; a network
+// calls of distinct binaries run concurrently, a few at a time, each
+// bounded by its own timeout and cancelled by no caller (nor by
+// Shutdown, which waits for them). A reload waits for them for about a second; a network
 // whose plugins have not answered by then is reported as skipped with
 // [ErrVersionPending] (or keeps the config it had), and is loaded by the
 // reload that follows the answer, so one hung plugin does not hold up the
@@ -96,7 +97,7 @@
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
 // answer, for that answer) until its context ends. The reload itself runs
-// under the manager's context, so a caller that gives up does not make it
+// under no caller's context, so a caller that gives up does not make it
 // fail for everyone. The loader's lock (a context-aware semaphore) is held
 // only while the conf dir is read and while a new set is swapped in, never
 // while a plugin runs.
@@ -268,8 +269,10 @@
 // /proc/thread-self (/proc/self/ns/net, /dev/fd/N) is refused too: each
 // process that opens it sees its own namespace, so a plugin would find the
 // host's there whatever the manager's threads see. /proc/<pid>/ns/net is
-// fine. A context that is already done starts nothing. Every rejection is
-// an [InvalidArgumentError] naming the field.
+// fine. Invalid static IPs or MACs and duplicate requested interface
+// names are refused too. A context that is already done starts nothing.
+// Every rejection is an [InvalidArgumentError] naming the field, returned
+// before any file is touched or any plugin runs.
 //
 // # Results
 //
@@ -320,16 +323,6 @@
 // the valid pods: GC deletes nothing of it, and passes its attachments to
 // the GC verb as valid, so a plugin's GC never releases what a pod being
 // set up holds.
-//
-// # Bad input
-//
-// Empty or hostile container IDs, interface names and network names (path
-// separators, "..", control characters), a relative, per-process
-// (/proc/self/...) or missing netns path on setup, an invalid static IP
-// or MAC, duplicate requested interface names, and pod names, namespaces
-// or UIDs containing ";" or "=" (which would inject CNI_ARGS keys) are
-// rejected with an [InvalidArgumentError] before any file is touched or
-// any plugin runs.
 //
 // # Cache layout
 //

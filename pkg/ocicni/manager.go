@@ -197,7 +197,7 @@ func (m *Manager) snapshot() *networkSet { return m.nets.Load() }
 // reload, in case a file arrived that the watcher has not reported yet,
 // and waits for it; while the network waits only for a plugin's VERSION
 // answer, it waits for the reload that follows the answer. The reload runs
-// under the manager's context; ctx bounds only this caller's wait.
+// under no caller's context; ctx bounds only this caller's wait.
 func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
 	if n := set.byName[name]; n != nil {
 		return n, set, nil

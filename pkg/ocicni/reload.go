@@ -6,8 +6,9 @@ import (
 )
 
 // reloader runs the reloads that pod operations and VERSION answers ask
-// for, one at a time, under the manager's context, so that a caller that
-// gives up waiting does not cut a reload short for everyone. Requests that
+// for, one at a time, under no caller's context (nor cancelled by
+// Shutdown), so that a caller that gives up waiting does not cut a reload
+// short for everyone. Requests that
 // arrive while a reload runs share the one after it.
 type reloader struct {
 	mu      sync.Mutex    // guards the fields below; taken after the loader's lock

@@ -52,8 +52,9 @@ func (e *versionEntry) resolved() bool {
 // versionCache runs plugin VERSION calls and remembers their answers and
 // their failures per binary path and stamp (size, times, inode), so a
 // binary is asked again only once it changed. Calls run in their own
-// goroutines under the manager's context, never under a caller's, so a
-// caller that gives up does not make a call fail for everyone; at most
+// goroutines under a context of their own, bounded by the VERSION
+// timeout and never a caller's, so a caller that gives up does not make a
+// call fail for everyone; at most
 // maxVersionCalls run at once.
 type versionCache struct {
 	base     context.Context // the manager's; cancelled by Shutdown
