@@ -243,11 +243,42 @@ func TestReloadKeepsLastGoodSetWhenDirUnreadable(t *testing.T) {
 func TestNewRejectsBadOptions(t *testing.T) {
 	for _, opt := range []Option{
 		WithConfDir("relative"), WithBinDirs("/ok", "rel"), WithCacheDir("rel"),
-		WithTeardownPolicy("sometimes"), WithRollbackTimeout(0), WithLogger(nil),
+		WithTeardownPolicy("sometimes"), WithRollbackTimeout(0), WithGCWorkers(0),
+		WithReloadDebounce(-1), WithPluginEnv("CNI_X=1"), WithHealing(HealPolicy{Max: -1}),
 	} {
 		_, err := New(opt, WithoutWatcher())
-		require.Error(t, err)
+		require.ErrorIs(t, err, ErrInvalidArgument)
 	}
+}
+
+// One rule for every option: an empty or nil value means the default,
+// also after an earlier option set something else.
+func TestEmptyOptionMeansDefault(t *testing.T) {
+	dir := t.TempDir()
+	defaults := defaultOptions()
+	for name, tc := range map[string]struct {
+		set, reset Option
+		get        func(o *options) any
+	}{
+		"conf dir":    {WithConfDir(dir), WithConfDir(""), func(o *options) any { return o.confDir }},
+		"bin dirs":    {WithBinDirs(dir), WithBinDirs(), func(o *options) any { return o.binDirs }},
+		"cache dir":   {WithCacheDir(dir), WithCacheDir(""), func(o *options) any { return o.cacheDir }},
+		"logger":      {WithLogger(logrus.NewEntry(logrus.New())), WithLogger(nil), func(o *options) any { return o.log }},
+		"exec":        {WithExec(newDefaultExec()), WithExec(nil), func(o *options) any { return o.exec }},
+		"netns ops":   {WithNetNSOps(&recordingNetNS{}), WithNetNSOps(nil), func(o *options) any { return o.netns }},
+		"plugin hook": {WithPluginHook(func(context.Context, PluginRun) {}), WithPluginHook(nil), func(o *options) any { return o.pluginHook == nil }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := defaultOptions()
+			require.NoError(t, tc.set(&o))
+			require.NotEqual(t, tc.get(&defaults), tc.get(&o), "set")
+			require.NoError(t, tc.reset(&o))
+			assert.Equal(t, tc.get(&defaults), tc.get(&o), "reset to the default")
+		})
+	}
+	m, err := New(WithLogger(nil), WithNetNSOps(nil), WithPluginHook(nil), WithExec(nil), WithoutWatcher(), WithConfDir(dir))
+	require.NoError(t, err)
+	require.NoError(t, m.Shutdown())
 }
 
 func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {

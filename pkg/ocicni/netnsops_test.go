@@ -54,8 +54,10 @@ func (r *recordingNetNS) InterfaceAddrs(_ context.Context, p, ifname string) (ne
 }
 
 func TestWithNetNSOpsNil(t *testing.T) {
-	_, err := New(WithNetNSOps(nil), WithoutWatcher(), WithConfDir(t.TempDir()))
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	m, err := New(WithNetNSOps(nil), WithoutWatcher(), WithConfDir(t.TempDir()))
+	require.NoError(t, err, "nil means the default")
+	assert.Equal(t, kernelNetNS{}, m.opts.netns)
+	require.NoError(t, m.Shutdown())
 }
 
 // A replaced NetNSOps is what setup and status call, with the request's

@@ -1,7 +1,6 @@
 package ocicni
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -31,7 +30,12 @@ const TeardownPolicyKey = "ocicni.teardownPolicy"
 
 func (p TeardownPolicy) valid() bool { return p == Strict || p == Tolerant }
 
-// Option configures a [Manager].
+// Option configures a [Manager]. Options apply in order, so a later one
+// wins. One rule holds for all of them: an empty or nil value means the
+// default (WithConfDir(""), WithBinDirs(), WithCacheDir(""),
+// WithLogger(nil), WithExec(nil), WithNetNSOps(nil), WithPluginHook(nil),
+// a zero field of [HealPolicy]); a value that is present but invalid is
+// refused with an error matching [ErrInvalidArgument].
 type Option func(*options) error
 
 type options struct {
@@ -71,10 +75,12 @@ func defaultOptions() options {
 	}
 }
 
-// WithConfDir sets the directory that holds network configuration files.
+// WithConfDir sets the directory that holds network configuration files
+// ([DefaultConfDir] by default).
 func WithConfDir(dir string) Option {
 	return func(o *options) error {
 		if dir == "" {
+			o.confDir = DefaultConfDir
 			return nil
 		}
 		if !filepath.IsAbs(dir) {
@@ -85,10 +91,12 @@ func WithConfDir(dir string) Option {
 	}
 }
 
-// WithBinDirs sets the directories searched for plugin binaries.
+// WithBinDirs sets the directories searched for plugin binaries
+// ([DefaultBinDir] by default).
 func WithBinDirs(dirs ...string) Option {
 	return func(o *options) error {
 		if len(dirs) == 0 {
+			o.binDirs = []string{DefaultBinDir}
 			return nil
 		}
 		clean := make([]string, 0, len(dirs))
@@ -133,14 +141,11 @@ func WithoutWatcher() Option {
 	}
 }
 
-// WithLogger sets the logger. The manager adds fields such as pod,
-// network, ifname and verb.
+// WithLogger sets the logger (logrus's standard logger by default). The
+// manager adds fields such as pod, network, ifname and verb.
 func WithLogger(l *logrus.Entry) Option {
 	return func(o *options) error {
-		if l == nil {
-			return errors.New("ocicni: nil logger")
-		}
-		o.log = l
+		o.log = l // nil: New takes the default
 		return nil
 	}
 }
@@ -160,8 +165,8 @@ func WithExec(e invoke.Exec) Option {
 // namespace without a plugin: set lo up at setup, check it and read
 // interface addresses at status (see [NetNSOps]). It is for tests that
 // also fake the plugins with [WithExec], and it cannot switch the work
-// off by accident: there is no "without" form, and nil is an error. A
-// replacement that does nothing leaves every pod's lo down.
+// off by accident: there is no "without" form, and nil means the default,
+// the kernel. A replacement that does nothing leaves every pod's lo down.
 //
 // The netns path of a setup is validated before the replacement is
 // called, as always: it must exist and must not be the host's network
@@ -169,7 +174,7 @@ func WithExec(e invoke.Exec) Option {
 func WithNetNSOps(ops NetNSOps) Option {
 	return func(o *options) error {
 		if ops == nil {
-			return fmt.Errorf("%w: nil NetNSOps", ErrInvalidArgument)
+			ops = kernelNetNS{}
 		}
 		o.netns = ops
 		return nil
@@ -276,13 +281,10 @@ func WithDELPastUnknownContainer() Option {
 }
 
 // WithPluginHook registers a hook that is called after every plugin run
-// (verb, network, plugin, container, ifname, duration, error), for
-// metrics or tracing. See [PluginHook].
+// (verb, network, plugin, container, ifname, duration, error, reason),
+// for metrics or tracing; nil means none, the default. See [PluginHook].
 func WithPluginHook(h PluginHook) Option {
 	return func(o *options) error {
-		if h == nil {
-			return fmt.Errorf("%w: nil plugin hook", ErrInvalidArgument)
-		}
 		o.pluginHook = h
 		return nil
 	}
