@@ -32,11 +32,15 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	}
 	defer release()
 
-	files, err := m.cachedFiles(&pod)
-	if err != nil || len(files) == 0 {
-		return nil, err
+	inv := m.takeInventory(pod.ID, nil, m.snapshot(), log)
+	if inv.listErr != nil {
+		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, inv.listErr)
 	}
-	if err := m.recordAll(pod.ID, files, log); err != nil {
+	files := inv.cacheFiles()
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if err := m.recordAll(&pod, inv, files, log); err != nil {
 		return nil, err
 	}
 	var removed []string
@@ -47,70 +51,57 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 			continue
 		}
 		removed = append(removed, f.path)
-		log.WithFields(logrus.Fields{"network": f.att.Network, "ifname": f.att.IfName, "file": filepath.Base(f.path)}).
+		network, ifname := f.names()
+		log.WithFields(logrus.Fields{"network": network, "ifname": ifname, "file": filepath.Base(f.path)}).
 			Info("Forgot CNI cache entry; the attachment stays recorded for GC")
 	}
 	return removed, errors.Join(errs...)
 }
 
-// cachedFile is one cache file of a sandbox and the attachment it names
-// (Network is "" for a corrupt file whose name cannot be split).
-type cachedFile struct {
-	path string
-	att  cache.Attachment
-}
-
-// cachedFiles lists the cache files of the sandbox, readable or corrupt.
-// The netns of each is the entry's, when usable, else the pod's.
-func (m *Manager) cachedFiles(pod *PodNetwork) ([]cachedFile, error) {
-	listing, err := m.cache.ForContainer(pod.ID)
-	if err != nil {
-		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
-	}
-	files := make([]cachedFile, 0, len(listing.Entries)+len(listing.Corrupt))
-	for _, e := range listing.Entries {
-		netns, nerr := storedNetNS(e.NetNS)
-		if nerr != nil || netns == "" {
-			netns = pod.NetNS
-		}
-		att := cache.Attachment{Network: e.Network, IfName: e.IfName, NetNS: netns}
-		// The cached config goes with the record, so that GC deletes the
-		// attachment with it even when its config file is gone.
-		if digest, err := m.cache.SaveConfig(pod.ID, e.Config); err == nil {
-			att.Config = digest
-		} else {
-			return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
-		}
-		files = append(files, cachedFile{e.Path, att})
-	}
-	for _, ee := range listing.Corrupt {
-		files = append(files, cachedFile{ee.Path, cache.Attachment{Network: ee.Network, IfName: ee.IfName, NetNS: pod.NetNS}})
-	}
-	return files, nil
-}
-
-// recordAll adds to the sandbox's order record every attachment the files
-// name that it lacks, replacing an unreadable record.
-func (m *Manager) recordAll(id string, files []cachedFile, log *logrus.Entry) error {
-	recorded, rerr := m.cache.ReadOrder(id)
-	if rerr != nil {
-		log.WithError(rerr).Warn("Replacing an unreadable attachment order record")
+// recordAll adds to the sandbox's order record every attachment its cache
+// files name that the record lacks, replacing an unreadable record, with
+// the netns of the entry (else the pod's) and, for a readable entry, its
+// cached config saved with the record, so that GC deletes the attachment
+// with it even when its config file is gone.
+func (m *Manager) recordAll(pod *PodNetwork, inv *inventory, files []cacheFile, log *logrus.Entry) error {
+	recorded := inv.record
+	if inv.recordErr != nil {
+		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
 		recorded = nil
 	}
 	atts := slices.Clone(recorded)
 	for _, f := range files {
-		if f.att.Network == "" || slices.ContainsFunc(atts, func(a cache.Attachment) bool {
-			return a.Network == f.att.Network && a.IfName == f.att.IfName
-		}) {
+		network, ifname := f.names()
+		if network == "" || findLine(atts, network, ifname) != nil {
 			continue
 		}
-		atts = append(atts, f.att)
+		a, err := m.forgottenLine(pod, f)
+		if err != nil {
+			return fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
+		}
+		atts = append(atts, a)
 	}
-	if rerr == nil && len(atts) == len(recorded) {
+	if inv.recordErr == nil && len(atts) == len(recorded) {
 		return nil
 	}
-	if err := m.cache.WriteOrder(id, atts); err != nil {
-		return fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", id, err)
+	if err := m.cache.WriteOrder(pod.ID, atts); err != nil {
+		return fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", pod.ID, err)
 	}
 	return nil
+}
+
+// forgottenLine is the record line of the attachment a cache file names.
+func (m *Manager) forgottenLine(pod *PodNetwork, f cacheFile) (cache.Attachment, error) {
+	a := cache.Attachment{NetNS: pod.NetNS}
+	a.Network, a.IfName = f.names()
+	if f.slot == nil || f.slot.entry == nil {
+		return a, nil
+	}
+	e := f.slot.entry
+	if netns, err := storedNetNS(e.NetNS); err == nil && netns != "" {
+		a.NetNS = netns
+	}
+	digest, err := m.cache.SaveConfig(pod.ID, e.Config)
+	a.Config = digest
+	return a, err
 }

@@ -44,10 +44,49 @@ type inventory struct {
 	// it could not be read.
 	record    []cache.Attachment
 	recordErr error
-	// failures are what no DEL can act on: a cache that cannot be listed,
-	// corrupt files that name no attachment or have no config to delete
-	// them with. They stay on disk for the next teardown or GC.
+	// failures are what no DEL can act on: a cache that cannot be listed
+	// (listErr), corrupt files that name no attachment or have no config
+	// to delete them with. They stay on disk for the next teardown or GC.
 	failures []Outcome
+	listErr  error
+}
+
+// cacheFiles returns the paths of the sandbox's cache files, readable or
+// corrupt, with the attachment each names ("" for a corrupt file whose
+// name names none) and its slot, if it has one.
+func (inv *inventory) cacheFiles() []cacheFile {
+	var out []cacheFile
+	for _, s := range inv.slots {
+		switch {
+		case s.entry != nil:
+			out = append(out, cacheFile{path: s.entry.Path, slot: s})
+		case s.corrupt != nil:
+			out = append(out, cacheFile{path: s.corrupt.Path, slot: s})
+		}
+	}
+	for _, o := range inv.failures {
+		var ee *cache.EntryError
+		if errors.As(o.Err, &ee) {
+			out = append(out, cacheFile{path: ee.Path, network: ee.Network, ifname: ee.IfName})
+		}
+	}
+	return out
+}
+
+// cacheFile is one cache file of a sandbox.
+type cacheFile struct {
+	path            string
+	slot            *slot  // nil for a corrupt file no DEL can act on
+	network, ifname string // what such a file's name names, if anything
+}
+
+// names returns the network and ifname the file stands for; "" when a
+// corrupt file's name names none.
+func (f cacheFile) names() (network, ifname string) {
+	if f.slot != nil {
+		return f.slot.Name, f.slot.Ifname
+	}
+	return f.network, f.ifname
 }
 
 // takeInventory reads what is known of sandbox id's attachments. With
@@ -68,6 +107,7 @@ func (m *Manager) inventoryOf(id string, requested []NetAttachment, record []cac
 		listing, err := m.cache.ForContainer(id)
 		inv := newInventory(id, record, rerr, listing.Entries, listing.Corrupt, set, log)
 		if err != nil {
+			inv.listErr = err
 			inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: err})
 		}
 		return inv
