@@ -19,8 +19,8 @@ const maxLastErrorLen = 1024
 //     plugin said it is gone;
 //   - a failed one stays, or is added when only its cache entry knew it
 //     (with its config saved, so that it can be deleted when the entry is
-//     removed by hand), and, with healing on, its retry is scheduled (see
-//     [HealPolicy]);
+//     removed by hand), with its retry state updated (see [HealPolicy]);
+//     with healing on, the retry is scheduled;
 //   - an attachment in never (a setup recorded it, but never added it)
 //     leaves the record;
 //   - an unreadable record cannot guide anything: it goes when no DEL
