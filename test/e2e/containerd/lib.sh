@@ -67,8 +67,11 @@ cleanup() {
 
 start_containerd() {
 	log "starting containerd"
-	PATH=$BIN:$PATH "$BIN/containerd" --config "$W/config.toml" >>"$W/containerd.log" 2>&1 &
+	# TMPDIR: the face's private conf dirs (os.MkdirTemp) land in $W/tmp,
+	# where they are counted at the end and removed with $W.
+	TMPDIR=$W/tmp PATH=$BIN:$PATH "$BIN/containerd" --config "$W/config.toml" >>"$W/containerd.log" 2>&1 &
 	CTRD_PID=$!
+	STARTS=$((${STARTS:-0} + 1))
 	local i
 	for i in $(seq 1 120); do
 		if crictl info 2>/dev/null | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status == true' >/dev/null; then
@@ -103,7 +106,7 @@ wait_network_ready() {
 }
 
 write_configs() {
-	mkdir -p "$W"/{cni,cni-bin,ipam,pods,root,state,runc}
+	mkdir -p "$W"/{cni,cni-bin,ipam,pods,root,state,runc,tmp}
 	# restrict_oom_score_adj: runc cannot set the sandbox's oom_score_adj
 	# -998 without CAP_SYS_RESOURCE, which this environment may lack;
 	# containerd then clamps it to its own score instead (no runc wrapper).
@@ -621,6 +624,20 @@ phase_addfail() {
 	assert_clean "addfail"
 }
 
+# check_face_confdirs: pkg/gocni's New makes a private conf dir
+# (os.MkdirTemp "gocni-*") that only Face.Shutdown removes; containerd
+# knows go-cni's CNI interface only and never calls Shutdown, so every
+# containerd start leaves one per runtime handler, also after SIGTERM. A
+# known face issue, reported, not failed on unless E2E_STRICT_CONFDIR=1.
+check_face_confdirs() {
+	local n
+	n=$(find "$W/tmp" -maxdepth 1 -name 'gocni-*' | wc -l)
+	((n == 0)) && return 0
+	FACE_CONFDIRS=$n
+	log "face issue: $n gocni-* conf dir(s) left in TMPDIR after $STARTS containerd start(s) and a SIGTERM stop (Face.Shutdown is never called by containerd)"
+	[[ ${E2E_STRICT_CONFDIR:-0} != 1 ]] || die "gocni conf dirs left: $n"
+}
+
 # run_e2e phase...: setup, containerd, then the phases named, in order.
 run_e2e() {
 	[[ $(id -u) == 0 ]] || die "run as root"
@@ -650,10 +667,11 @@ run_e2e() {
 		PHASE_TIMES+=("$phase $(($(date +%s) - t))s")
 	done
 	stop_containerd TERM
+	check_face_confdirs
 	[[ -z ${HEAL_OUTCOME:-} ]] || log "heal: $HEAL_OUTCOME"
 	[[ -z ${ADDFAIL_OUTCOME:-} ]] || log "addfail: $ADDFAIL_OUTCOME"
 	log "phase times: ${PHASE_TIMES[*]}"
-	log "figures: pods run $PODS_RUN, IPs checked $IPS_CHECKED, kills $KILLS, leftovers $LEFTOVERS, total $(($(date +%s) - T0))s"
+	log "figures: pods run $PODS_RUN, IPs checked $IPS_CHECKED, kills $KILLS, leftovers $LEFTOVERS, face conf dirs left ${FACE_CONFDIRS:-0}, total $(($(date +%s) - T0))s"
 	((LEFTOVERS == 0)) || die "leftovers"
 	log "PASS"
 }
