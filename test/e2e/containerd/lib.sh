@@ -41,10 +41,16 @@ cleanup() {
 	fi
 	stop_containerd KILL
 	# The shims (one per pod), then the containers runc started.
-	local pid id
+	# Their sockets under /run/containerd/s are found through the shims'
+	# fds before the kill, and removed after it.
+	local pid id ino f socks=()
 	for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $W/containerd.sock" 2>/dev/null); do
+		for ino in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do
+			while read -r f; do socks+=("$f"); done < <(awk -v i="$ino" '$7 == i && $8 ~ "^/run/containerd/s/" {print $8}' /proc/net/unix)
+		done
 		kill -KILL "$pid" 2>/dev/null
 	done
+	((${#socks[@]} == 0)) || rm -f "${socks[@]}"
 	if [[ -d $W/runc ]]; then
 		for id in $(runc --root "$W/runc/k8s.io" list -q 2>/dev/null); do
 			runc --root "$W/runc/k8s.io" kill "$id" KILL 2>/dev/null
