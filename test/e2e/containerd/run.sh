@@ -6,6 +6,10 @@
 #                            go build of the same for windows, go test of
 #                            ./internal/cri/server/... (no root needed)
 #   run.sh compile-negative  the compile check fails with an identifier renamed
+#   run.sh build             build containerd, ctr, the runc shim, crictl, plugins
+#   run.sh all               compile, build, then run containerd and drive it
+#                            with crictl through every phase (as root)
+#   run.sh run [phase...]    build, then only the phases named (as root)
 #
 # Everything of containerd stays out of our module graph: it is built in its
 # own directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -22,6 +26,10 @@ GOCNI=github.com/containerd/go-cni
 CTRD_TAGS=${CTRD_TAGS:-urfave_cli_no_docs}
 CTRD_PKGS=(./internal/cri/... ./cmd/ctr/...)
 CTRD_TESTS=(./internal/cri/server/...)
+# The running test's binaries: no_btrfs because the btrfs snapshotter needs
+# libbtrfs headers with cgo, and no test snapshotter is btrfs.
+CTRD_BIN_TAGS=${CTRD_BIN_TAGS:-urfave_cli_no_docs no_btrfs}
+CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
 T0=$(date +%s)
 
 export GOWORK=off GOFLAGS=-buildvcs=false
@@ -65,6 +73,13 @@ prepare_src() {
 		go mod edit -droprequire="$GOCNI")
 	grep -q "$GOCNI" "$SRC/go.mod" && die "containerd's go.mod still mentions $GOCNI"
 	printf '%s\n' "$recipe" >"$SRC/.prepared"
+}
+
+# keyhash: hash of this checkout's library (what containerd compiles of
+# us), as the CRI-O test keys its build.
+keyhash() {
+	(cd "$REPO" && find go.mod go.sum pkg internal -type f ! -name '*_test.go' -print0 |
+		sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
 # in_src cmd...: runs a go command in containerd's copy, which owns its
@@ -119,7 +134,57 @@ compile_negative() {
 	log "negative check passed: the compile check failed at cni.WithMinNetworkCount as it must"
 }
 
+install_debs() {
+	log "apt-get install $*"
+	if [[ -z ${APT_UPDATED:-} ]]; then
+		apt-get update -qq >/dev/null || true
+		APT_UPDATED=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
+}
+
+# build_bins: containerd, ctr and the runc shim from the prepared source
+# (keyed by containerd version and our tree hash), crictl, the reference
+# CNI plugins from tools/ and ocicnitool.
+build_bins() {
+	local key t
+	prepare_src
+	key=$(keyhash)
+	BIN=$E2E_CACHE/bin-containerd-$CONTAINERD_VERSION-$key
+	if [[ -x $BIN/containerd && -x $BIN/ctr && -x $BIN/containerd-shim-runc-v2 ]]; then
+		log "containerd, ctr, shim: $BIN (cached for tree $key)"
+	else
+		command -v gcc >/dev/null || install_debs gcc libc6-dev
+		t=$(date +%s)
+		log "building containerd, ctr and containerd-shim-runc-v2 (tags: $CTRD_BIN_TAGS)"
+		rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
+		in_src go build -trimpath -tags "$CTRD_BIN_TAGS" \
+			-ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+			-o "$BIN.tmp/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2 ||
+			die "building containerd against $REPO/pkg/gocni failed"
+		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+		log "containerd, ctr, shim built in $(($(date +%s) - t))s"
+	fi
+	"$BIN/containerd" --version | grep -q "$CONTAINERD_VERSION" || die "$BIN/containerd is not $CONTAINERD_VERSION"
+	CRICTL_BIN=$E2E_CACHE/crictl-$CRICTL_VERSION/crictl
+	if [[ ! -x $CRICTL_BIN ]]; then
+		log "building crictl $CRICTL_VERSION"
+		GOBIN=$E2E_CACHE/crictl-$CRICTL_VERSION go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" ||
+			die "crictl build failed"
+	fi
+	PLUGINS=$E2E_CACHE/plugins-containerd-$key
+	mkdir -p "$PLUGINS"
+	(cd "$REPO/tools" && go build -o "$PLUGINS/" tool) || die "plugin build failed"
+	OCICNITOOL=$BIN/ocicnitool
+	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
+	log "crictl, CNI plugins ($PLUGINS), ocicnitool ready"
+}
+
 case $MODE in
+build)
+	build_bins
+	log "total $(($(date +%s) - T0))s"
+	;;
 compile)
 	compile_check
 	log "total $(($(date +%s) - T0))s"
@@ -128,5 +193,13 @@ compile-negative)
 	compile_negative
 	log "total $(($(date +%s) - T0))s"
 	;;
-*) die "usage: $0 [compile|compile-negative]" ;;
+all | run)
+	# shellcheck source=test/e2e/containerd/lib.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	[[ $MODE == run ]] || compile_check
+	build_bins
+	shift || true
+	run_e2e "$@"
+	;;
+*) die "usage: $0 [compile|compile-negative|build|all|run [phase...]]" ;;
 esac

@@ -1,0 +1,683 @@
+# shellcheck shell=bash
+# Sourced by run.sh for mode all: runs containerd built against our
+# pkg/gocni and drives it with crictl. Uses BIN, PLUGINS, CRICTL_BIN and
+# OCICNITOOL from run.sh's build_bins.
+
+NET=ocicni-e2ec
+BRIDGE=${E2E_BRIDGE:-cni-e2ec0}
+SUBNET=${E2E_SUBNET:-10.99.2.0/24}
+# The fault phases' network: bridge + host-local + the faultplug script
+# plugin, on a bridge and subnet of its own.
+HNET=ocicni-e2ech
+HBRIDGE=${E2E_HEAL_BRIDGE:-cni-e2ech0}
+HSUBNET=${E2E_HEAL_SUBNET:-10.99.3.0/24}
+CNI_CACHE=/var/lib/cni # containerd passes no cache dir: libcni's default
+PAUSE_IMAGE=localhost/ocicni-pause:e2e
+NPODS=${NPODS:-20}
+NPAR=${NPAR:-10}
+PODS_RUN=0
+IPS_CHECKED=0
+KILLS=0
+LEFTOVERS=0
+ALL_IDS=()
+PHASE_TIMES=()
+
+crictl() {
+	"$CRICTL_BIN" --runtime-endpoint "unix://$W/containerd.sock" \
+		--image-endpoint "unix://$W/containerd.sock" --timeout 60s "$@" 2>>"$W/crictl.log"
+}
+ctr() { "$BIN/ctr" --address "$W/containerd.sock" -n k8s.io "$@"; }
+
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	[[ -n ${W:-} && -d $W ]] || exit "$rc"
+	log "cleanup (exit status $rc)"
+	if ((rc != 0)); then
+		log "last lines of crictl.log and containerd.log:"
+		tail -5 "$W/crictl.log" >&2
+		tail -30 "$W/containerd.log" >&2
+	fi
+	stop_containerd KILL
+	# The shims (one per pod), then the containers runc started.
+	# Their sockets under /run/containerd/s are found through the shims'
+	# fds before the kill, and removed after it.
+	local pid id ino f socks=()
+	for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $W/containerd.sock" 2>/dev/null); do
+		for ino in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do
+			while read -r f; do socks+=("$f"); done < <(awk -v i="$ino" '$7 == i && $8 ~ "^/run/containerd/s/" {print $8}' /proc/net/unix)
+		done
+		kill -KILL "$pid" 2>/dev/null
+	done
+	((${#socks[@]} == 0)) || rm -f "${socks[@]}"
+	if [[ -d $W/runc ]]; then
+		for id in $(runc --root "$W/runc/k8s.io" list -q 2>/dev/null); do
+			runc --root "$W/runc/k8s.io" kill "$id" KILL 2>/dev/null
+			sleep 0.1
+			runc --root "$W/runc/k8s.io" delete -f "$id" 2>/dev/null
+		done
+	fi
+	# Mounts (rootfs, shm, pinned namespaces), deepest first.
+	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
+	ip link del "$BRIDGE" 2>/dev/null
+	ip link del "$HBRIDGE" 2>/dev/null
+	for id in "${ALL_IDS[@]}"; do
+		[[ -n $id ]] || continue
+		rm -f "$CNI_CACHE"/results/*"$id"* "$CNI_CACHE/ocicni/attachments/$id"
+	done
+	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
+	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
+	exit "$rc"
+}
+
+start_containerd() {
+	log "starting containerd"
+	# TMPDIR: the face's private conf dirs (os.MkdirTemp) land in $W/tmp,
+	# where they are counted at the end and removed with $W.
+	TMPDIR=$W/tmp PATH=$BIN:$PATH "$BIN/containerd" --config "$W/config.toml" >>"$W/containerd.log" 2>&1 &
+	CTRD_PID=$!
+	STARTS=$((${STARTS:-0} + 1))
+	local i
+	for i in $(seq 1 120); do
+		if crictl info 2>/dev/null | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status == true' >/dev/null; then
+			log "containerd (pid $CTRD_PID) is ready, network ready"
+			return 0
+		fi
+		kill -0 "$CTRD_PID" 2>/dev/null || { tail -30 "$W/containerd.log" >&2; die "containerd exited"; }
+		sleep 0.5
+	done
+	tail -30 "$W/containerd.log" >&2
+	die "containerd did not get ready in 60s"
+}
+
+stop_containerd() {
+	local sig=${1:-TERM}
+	[[ -n ${CTRD_PID:-} ]] || return 0
+	kill -"$sig" "$CTRD_PID" 2>/dev/null
+	wait "$CTRD_PID" 2>/dev/null || true
+	CTRD_PID=
+}
+
+# wait_network_ready [false]: until crictl info reports NetworkReady
+# (or, with false, not ready), 30 s at most.
+wait_network_ready() {
+	local want=${1:-true} i
+	for i in $(seq 1 60); do
+		crictl info 2>/dev/null | jq -e ".status.conditions[] | select(.type==\"NetworkReady\") | .status == $want" >/dev/null &&
+			return 0
+		sleep 0.5
+	done
+	die "NetworkReady did not become $want in 30s"
+}
+
+write_configs() {
+	mkdir -p "$W"/{cni,cni-bin,ipam,pods,root,state,runc,tmp}
+	# restrict_oom_score_adj: runc cannot set the sandbox's oom_score_adj
+	# -998 without CAP_SYS_RESOURCE, which this environment may lack;
+	# containerd then clamps it to its own score instead (no runc wrapper).
+	cat >"$W/config.toml" <<EOF
+version = 3
+root = "$W/root"
+state = "$W/state"
+disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "$W/containerd.sock"
+
+[ttrpc]
+  address = "$W/containerd.sock.ttrpc"
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "native"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "$PAUSE_IMAGE"
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+    restrict_oom_score_adj = $RESTRICT_OOM
+    netns_mounts_under_state_dir = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        snapshotter = "native"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "$RUNC"
+          Root = "$W/runc"
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["$PLUGINS", "$W/cni-bin"]
+      conf_dir = "$W/cni"
+      max_conf_num = 1
+
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+EOF
+	write_conflist "$W/cni/10-$NET.conflist" "$NET" "$BRIDGE" "$SUBNET"
+}
+
+# write_conflist file name bridge subnet [extra plugin type]
+write_conflist() {
+	local extra=""
+	[[ -z ${5:-} ]] || extra=", { \"type\": \"$5\" }"
+	cat >"$1.tmp" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$2",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$3",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$W/ipam",
+        "ranges": [[{"subnet": "$4"}]]
+      }
+    }$extra
+  ]
+}
+EOF
+	mv "$1.tmp" "$1"
+}
+
+# make_runc: Debian's runc; containerd's restrict_oom_score_adj is set
+# when this process cannot lower its own oom_score_adj.
+make_runc() {
+	RUNC=$(command -v runc)
+	if (echo -998 >/proc/self/oom_score_adj) 2>/dev/null; then
+		RESTRICT_OOM=false
+		log "runc: $RUNC (oom_score_adj -998 allowed)"
+	else
+		RESTRICT_OOM=true
+		log "runc: $RUNC; oom_score_adj -998 not allowed here: restrict_oom_score_adj = true"
+	fi
+}
+
+# make_pause_image: a static pause binary as a one-layer OCI image, the
+# layout written by hand (tar, sha256sum, JSON), imported with ctr into
+# containerd's k8s.io namespace and unpacked for the native snapshotter;
+# there is no registry.
+make_pause_image() {
+	local d=$W/pause-oci l c m ls cs ms arch
+	mkdir -p "$d/blobs/sha256" "$d/rootfs"
+	cat >"$W/pause.c" <<'EOF'
+#include <signal.h>
+#include <unistd.h>
+static void bye(int s) { (void)s; _exit(0); }
+int main(void) {
+	signal(SIGTERM, bye);
+	signal(SIGINT, bye);
+	for (;;) pause();
+}
+EOF
+	gcc -static -Os -o "$d/rootfs/pause" "$W/pause.c" || die "building pause failed"
+	tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$d/rootfs" -cf "$W/layer.tar" pause
+	l=$(sha256sum "$W/layer.tar" | cut -c1-64)
+	ls=$(stat -c %s "$W/layer.tar")
+	mv "$W/layer.tar" "$d/blobs/sha256/$l"
+	arch=$(go env GOARCH)
+	printf '{"architecture":"%s","os":"linux","config":{"Cmd":["/pause"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+		"$arch" "$l" >"$W/config.json"
+	c=$(sha256sum "$W/config.json" | cut -c1-64)
+	cs=$(stat -c %s "$W/config.json")
+	mv "$W/config.json" "$d/blobs/sha256/$c"
+	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%d}]}' \
+		"$c" "$cs" "$l" "$ls" >"$W/manifest.json"
+	m=$(sha256sum "$W/manifest.json" | cut -c1-64)
+	ms=$(stat -c %s "$W/manifest.json")
+	mv "$W/manifest.json" "$d/blobs/sha256/$m"
+	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"e2e"},"platform":{"architecture":"%s","os":"linux"}}]}' \
+		"$m" "$ms" "$PAUSE_IMAGE" "$arch" >"$d/index.json"
+	echo '{"imageLayoutVersion":"1.0.0"}' >"$d/oci-layout"
+	tar -C "$d" -cf "$W/pause.tar" oci-layout index.json blobs
+	ctr images import --local --snapshotter native "$W/pause.tar" >>"$W/ctr.log" 2>&1 ||
+		{ cat "$W/ctr.log" >&2; die "ctr images import of the pause image failed"; }
+	crictl images -q "$PAUSE_IMAGE" | grep -q . || die "the CRI plugin does not list $PAUSE_IMAGE"
+	log "pause image $PAUSE_IMAGE imported (manifest sha256:${m:0:12}), unpacked for native"
+}
+
+pod_config() { # name uid -> file
+	local f=$W/pods/$1.json
+	cat >"$f" <<EOF
+{"metadata":{"name":"$1","uid":"$2","namespace":"ocicni-e2e","attempt":0},
+ "log_directory":"$W/logs/$1","linux":{"security_context":{"namespace_options":{"network":0}}}}
+EOF
+	echo "$f"
+}
+
+run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
+	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed (see $W/containerd.log)"
+	[[ $POD_ID =~ ^[0-9a-f]{64}$ ]] || die "crictl runp $1 printed '$POD_ID'"
+	ALL_IDS+=("$POD_ID")
+	PODS_RUN=$((PODS_RUN + 1))
+}
+
+pod_ip() { crictl inspectp "$1" | jq -r '.status.network.ip'; }
+pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
+
+check_pod_ip() { # id [subnet]
+	local ip ns subnet=${2:-$SUBNET}
+	ip=$(pod_ip "$1")
+	[[ $ip == "${subnet%.*}."* ]] || die "pod $1 has IP '$ip', not one of $subnet"
+	ns=$(pod_netns "$1")
+	[[ -n $ns && -e $ns ]] || die "pod $1: netns '$ns' missing"
+	nsenter --net="$ns" ip -4 -o addr show dev eth0 | grep -qw "inet $ip/24" ||
+		die "pod $1: $ip not configured in $ns"
+	IPS_CHECKED=$((IPS_CHECKED + 1))
+}
+
+stop_rm_pod() {
+	crictl stopp "$1" >/dev/null || die "crictl stopp $1 failed"
+	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed"
+}
+
+# count_leftovers: reservations, cache entries (of both networks), veths
+# on both bridges, order records of every pod run, pinned netns.
+count_leftovers() {
+	local n=0 k id net br
+	for net in "$NET" "$HNET"; do
+		k=$(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover host-local reservations of $net: $(ls "$W/ipam/$net")"
+		n=$((n + k))
+		k=$(find "$CNI_CACHE/results" -name "$net-*" 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover libcni cache entries of $net: $k"
+		n=$((n + k))
+	done
+	for br in "$BRIDGE" "$HBRIDGE"; do
+		k=$(ip -o link show master "$br" 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover veths on $br: $k"
+		n=$((n + k))
+	done
+	k=0
+	for id in "${ALL_IDS[@]}"; do
+		[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && k=$((k + 1))
+	done
+	((k == 0)) || log "leftover order records: $k"
+	n=$((n + k))
+	k=$(find "$W/state" -path '*/netns/*' 2>/dev/null | wc -l)
+	((k == 0)) || log "leftover netns: $(find "$W/state" -path '*/netns/*' | tr '\n' ' ')"
+	n=$((n + k))
+	echo "$n"
+}
+
+assert_clean() { # phase
+	local n
+	n=$(count_leftovers)
+	LEFTOVERS=$((LEFTOVERS + n))
+	((n == 0)) || die "$1: $n leftovers"
+	log "$1: zero leftovers (reservations, veths, cache entries, order records, netns)"
+}
+
+# phase_single: one pod, end to end.
+phase_single() {
+	local id
+	log "phase single: runp, IP inside the netns, stopp + rmp"
+	run_pod "single-1"
+	id=$POD_ID
+	check_pod_ip "$id"
+	[[ -e $CNI_CACHE/results/$NET-$id-eth0 ]] || die "single: no libcni cache entry $NET-$id-eth0"
+	[[ -e $CNI_CACHE/ocicni/attachments/$id ]] || die "single: no order record for $id"
+	log "single: pod ${id:0:12} has $(pod_ip "$id") in $(pod_netns "$id"), cache entry and order record"
+	stop_rm_pod "$id"
+	assert_clean "single"
+}
+
+phase_churn() {
+	local ids=() i id nips
+	log "phase churn: $NPODS pod sandboxes"
+	for i in $(seq 1 "$NPODS"); do
+		run_pod "churn-$i"
+		ids+=("$POD_ID")
+	done
+	for id in "${ids[@]}"; do check_pod_ip "$id"; done
+	nips=$(for id in "${ids[@]}"; do pod_ip "$id"; done | sort -u | wc -l)
+	((nips == NPODS)) || die "churn: $nips distinct IPs for $NPODS pods"
+	for id in "${ids[@]}"; do stop_rm_pod "$id"; done
+	assert_clean "churn"
+}
+
+# phase_parallel: NPAR runp at once, then NPAR stopp+rmp at once.
+phase_parallel() {
+	local i id pids=() ids=() nips
+	log "phase parallel: $NPAR parallel runp, then parallel stopp+rmp"
+	for i in $(seq 1 "$NPAR"); do
+		(crictl runp "$(pod_config "par-$i" "uid-par-$i")" >"$W/pods/par-$i.id") &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do wait "${pids[$i]}" || die "parallel: runp par-$((i + 1)) failed"; done
+	for i in $(seq 1 "$NPAR"); do
+		id=$(<"$W/pods/par-$i.id")
+		[[ $id =~ ^[0-9a-f]{64}$ ]] || die "parallel: runp par-$i printed '$id'"
+		ids+=("$id")
+		ALL_IDS+=("$id")
+		PODS_RUN=$((PODS_RUN + 1))
+	done
+	for id in "${ids[@]}"; do check_pod_ip "$id"; done
+	nips=$(for id in "${ids[@]}"; do pod_ip "$id"; done | sort -u | wc -l)
+	((nips == NPAR)) || die "parallel: $nips distinct IPs for $NPAR pods"
+	pids=()
+	for id in "${ids[@]}"; do
+		(crictl stopp "$id" >/dev/null && crictl rmp "$id" >/dev/null) &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do wait "${pids[$i]}" || die "parallel: stopp+rmp of ${ids[$i]} failed"; done
+	assert_clean "parallel"
+}
+
+# phase_crash: SIGKILL containerd with pods running. Live pods keep their
+# IPs across the restart; pods whose pause process died while containerd
+# was down are torn down by stopp/rmp after the restart.
+phase_crash() {
+	local live=() stale=() i id ip before after
+	declare -A ipof
+	log "phase crash: 4 live + 2 stale pods, SIGKILL containerd"
+	for i in 1 2 3 4; do
+		run_pod "live-$i"
+		live+=("$POD_ID")
+	done
+	for i in 1 2; do
+		run_pod "stale-$i"
+		stale+=("$POD_ID")
+	done
+	for id in "${live[@]}" "${stale[@]}"; do
+		check_pod_ip "$id"
+		ipof[$id]=$(pod_ip "$id")
+	done
+	stop_containerd KILL
+	KILLS=$((KILLS + 1))
+	log "containerd killed with SIGKILL; killing the pause processes of the 2 stale pods"
+	for id in "${stale[@]}"; do
+		runc --root "$W/runc/k8s.io" kill "$id" KILL 2>/dev/null || die "runc kill $id failed"
+	done
+	sleep 1
+	start_containerd
+	for id in "${live[@]}"; do
+		ip=$(pod_ip "$id")
+		[[ $ip == "${ipof[$id]}" ]] || die "crash: live pod $id had ${ipof[$id]}, now '$ip'"
+		check_pod_ip "$id"
+	done
+	log "crash: the 4 live pods kept their IPs and netns addresses"
+	for id in "${stale[@]}"; do
+		for i in $(seq 1 20); do
+			crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null && break
+			sleep 0.5
+		done
+		crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null ||
+			die "crash: stale pod $id is not NOTREADY after restart"
+	done
+	before=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
+	for id in "${stale[@]}"; do stop_rm_pod "$id"; done
+	after=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
+	((before - after == 2)) || die "crash: stale pods' teardown removed $((before - after)) veths, not 2"
+	log "crash: the 2 stale pods were torn down after restart"
+	for id in "${live[@]}"; do stop_rm_pod "$id"; done
+	assert_clean "crash"
+}
+
+# phase_noconf: remove the conflist, stopp a pod: teardown must use the
+# config cached at ADD, releasing the reservation.
+phase_noconf() {
+	local id ip
+	log "phase noconf: stopp with the conflist removed"
+	run_pod "noconf-1"
+	id=$POD_ID
+	check_pod_ip "$id"
+	ip=$(pod_ip "$id")
+	[[ -e $W/ipam/$NET/$ip ]] || die "noconf: no reservation for $ip"
+	mv "$W/cni/10-$NET.conflist" "$W/10-$NET.conflist.away"
+	wait_network_ready false
+	crictl stopp "$id" >/dev/null || die "noconf: stopp without the conflist failed"
+	[[ ! -e $W/ipam/$NET/$ip ]] || die "noconf: reservation $ip not released without the conflist"
+	log "noconf: reservation $ip released from the cached config"
+	crictl rmp "$id" >/dev/null || die "crictl rmp $id failed"
+	mv "$W/10-$NET.conflist.away" "$W/cni/10-$NET.conflist"
+	wait_network_ready true
+	assert_clean "noconf"
+}
+
+# write_fault_network: the fault phases' conflist (bridge + host-local,
+# then faultplug) replaces the main one (max_conf_num 1; containerd
+# reloads on the change), and the faultplug plugin, a bash script in
+# $W/cni-bin. faultplug passes prevResult through on ADD; its ADD fails
+# with code 11 while $W/add.fault exists, its DEL while $W/del.fault
+# exists. One line per call to $W/faultplug.log: "<unix time> <command>
+# <container id> <outcome>".
+write_fault_network() {
+	local jqbin
+	jqbin=$(command -v jq) || die "jq missing"
+	cat >"$W/cni-bin/faultplug" <<EOF
+#!/bin/bash
+# faultplug: chained CNI plugin of the e2e fault phases.
+addfault=$W/add.fault
+delfault=$W/del.fault
+calllog=$W/faultplug.log
+jq=$jqbin
+EOF
+	cat >>"$W/cni-bin/faultplug" <<'PLUGIN'
+in=$(cat)
+note() { printf '%s %s %s %s\n' "$(date +%s.%N)" "${CNI_COMMAND:-none}" "${CNI_CONTAINERID:--}" "$1" >>"$calllog"; }
+cnierr() { # code msg
+	printf '{"cniVersion":"1.0.0","code":%d,"msg":"%s"}\n' "$1" "$2"
+	note "error-$1"
+	exit 1
+}
+case ${CNI_COMMAND:-} in
+ADD)
+	[[ -e $addfault ]] && cnierr 11 "add fault"
+	out=$("$jq" -ce 'if .prevResult then .prevResult + {cniVersion: .cniVersion} else error("no prevResult") end' <<<"$in" 2>/dev/null) ||
+		cnierr 7 "faultplug: no prevResult on stdin"
+	printf '%s\n' "$out"
+	note ok
+	;;
+DEL)
+	[[ -e $delfault ]] && cnierr 11 "del fault"
+	note ok
+	;;
+CHECK | STATUS | GC)
+	note ok
+	;;
+VERSION)
+	echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}'
+	note ok
+	;;
+*)
+	cnierr 4 "faultplug: unknown CNI_COMMAND '${CNI_COMMAND:-}'"
+	;;
+esac
+PLUGIN
+	chmod +x "$W/cni-bin/faultplug"
+	: >>"$W/faultplug.log"
+	mv "$W/cni/10-$NET.conflist" "$W/10-$NET.conflist.away"
+	write_conflist "$W/cni/10-$HNET.conflist" "$HNET" "$HBRIDGE" "$HSUBNET" faultplug
+	# Wait for containerd's syncer to load it: a probe pod must land in HSUBNET.
+	local i ip
+	for i in $(seq 1 20); do
+		run_pod "fault-probe-$i"
+		ip=$(pod_ip "$POD_ID")
+		stop_rm_pod "$POD_ID"
+		[[ $ip == "${HSUBNET%.*}."* ]] && break
+		sleep 0.5
+	done
+	[[ $ip == "${HSUBNET%.*}."* ]] || die "containerd did not load $HNET"
+	log "fault network $HNET loaded (probe pod got $ip)"
+}
+
+restore_main_network() {
+	rm -f "$W/cni/10-$HNET.conflist"
+	mv "$W/10-$NET.conflist.away" "$W/cni/10-$NET.conflist"
+	wait_network_ready true
+}
+
+# heal_state id ip veth: what is left of a pod's fault-network attachment,
+# as "r v c o" (reservation, veth, cache entry, order record; 1 = there).
+heal_state() {
+	local r=0 v=0 c=0 o=0
+	[[ -n $2 && -e $W/ipam/$HNET/$2 ]] && r=1
+	[[ -n $3 ]] && ip link show "$3" >/dev/null 2>&1 && v=1
+	[[ -e $CNI_CACHE/results/$HNET-$1-eth0 ]] && c=1
+	[[ -e $CNI_CACHE/ocicni/attachments/$1 ]] && o=1
+	echo "$r $v $c $o"
+}
+
+# fault_fail id msg: dies with the evidence.
+fault_fail() {
+	log "containerd.log (last 40 lines):"
+	tail -40 "$W/containerd.log" >&2
+	log "faultplug calls ($W/faultplug.log):"
+	cat "$W/faultplug.log" >&2 2>/dev/null
+	log "order record $CNI_CACHE/ocicni/attachments/$1:"
+	cat "$CNI_CACHE/ocicni/attachments/$1" >&2 2>/dev/null || echo "(none)" >&2
+	echo >&2
+	die "$2"
+}
+
+# wait_healed id ip veth phase t_last: no CRI call; everything of the
+# attachment must go within E2E_HEAL_WAIT (60) s, by a DEL after t_last.
+wait_healed() {
+	local id=$1 ip=$2 veth=$3 phase=$4 t_last=$5 wait=${E2E_HEAL_WAIT:-60} i state t0 t1 ndel pid=$CTRD_PID
+	t0=$(date +%s.%N)
+	state=$(heal_state "$id" "$ip" "$veth")
+	for i in $(seq 1 $((wait * 4))); do
+		[[ $state == "0 0 0 0" ]] && break
+		kill -0 "$pid" 2>/dev/null || fault_fail "$id" "$phase: containerd (pid $pid) exited while healing"
+		sleep 0.25
+		state=$(heal_state "$id" "$ip" "$veth")
+	done
+	t1=$(date +%s.%N)
+	[[ $state == "0 0 0 0" ]] || fault_fail "$id" "$phase: not healed ${wait}s after the fault cleared (r v c o: $state)"
+	ndel=$(awk -v t="$t_last" -v id="$id" '$2 == "DEL" && $3 == id && $4 == "ok" && $1 > t' "$W/faultplug.log" | wc -l)
+	((ndel > 0)) || fault_fail "$id" "$phase: healed, but faultplug logged no successful DEL after the last crictl call"
+	HEALED_IN=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
+	log "$phase: healed ${HEALED_IN}s after the fault cleared by $ndel DEL(s), no CRI call; DELs: $(awk -v id="$id" \
+		'$2 == "DEL" && $3 == id {printf "%s%s", sep, $4; sep = ", "}' "$W/faultplug.log")"
+}
+
+# phase_heal: a chained plugin's DEL fails while a file exists; crictl
+# stopp is tried E2E_HEAL_STOPS (3) times; the fault is cleared; then,
+# without any CRI call, the reservation, veth, cache entry and order
+# record must go within 60 s (the engine's background retries).
+phase_heal() {
+	local stops=${E2E_HEAL_STOPS:-3} i rc fails=0 id ip veth t_last err
+	log "phase heal: a DEL that fails while a fault lasts, finished in the background"
+	write_fault_network
+	run_pod "heal-1"
+	id=$POD_ID
+	check_pod_ip "$id" "$HSUBNET"
+	ip=$(pod_ip "$id")
+	veth=$(ip -o link show master "$HBRIDGE" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}')
+	[[ -n $veth && $veth != *$'\n'* ]] || fault_fail "$id" "heal: not exactly one veth on $HBRIDGE: '$veth'"
+	[[ $(heal_state "$id" "$ip" "$veth") == "1 1 1 1" ]] || fault_fail "$id" "heal: attachment incomplete: $(heal_state "$id" "$ip" "$veth")"
+	touch "$W/del.fault"
+	for i in $(seq 1 "$stops"); do
+		rc=0
+		crictl stopp "$id" >/dev/null || rc=$?
+		t_last=$(date +%s.%N)
+		if ((rc != 0)); then
+			fails=$((fails + 1))
+			err=$(tail -1 "$W/crictl.log")
+			log "heal: stopp $i/$stops failed as it must (exit $rc): ${err#*desc = }"
+			((i == stops)) || sleep 1
+			continue
+		fi
+		grep -q " DEL $id error-11\$" "$W/faultplug.log" || fault_fail "$id" "heal: stopp $i succeeded but no DEL has failed"
+		log "heal: stopp $i succeeded after a failed DEL"
+		break
+	done
+	grep -q " DEL $id error-11\$" "$W/faultplug.log" || fault_fail "$id" "heal: no DEL of the pod failed"
+	grep -q '"heal"' "$CNI_CACHE/ocicni/attachments/$id" 2>/dev/null ||
+		fault_fail "$id" "heal: the order record holds no pending retry after the failed teardown"
+	rm -f "$W/del.fault"
+	log "heal: stopp failed $fails/$stops times; fault cleared; no CRI call now"
+	wait_healed "$id" "$ip" "$veth" heal "$t_last"
+	HEAL_OUTCOME="stopp failed $fails/$stops times; healed in ${HEALED_IN}s"
+	crictl stopp "$id" >/dev/null || fault_fail "$id" "heal: stopp after healing failed"
+	crictl rmp "$id" >/dev/null || fault_fail "$id" "heal: rmp after healing failed"
+	restore_main_network
+	assert_clean "heal"
+}
+
+# phase_addfail: containerd#12130's sequence: a chained plugin's ADD
+# fails after host-local allocated, and the DELs that follow (the face's
+# rollback, containerd's own teardown) fail too. runp must fail; once the
+# fault is cleared, the attachment must go within 60 s with no CRI call.
+phase_addfail() {
+	local rc=0 id out t_last ip
+	log "phase addfail: failed ADD in the chain, then failing DELs (containerd#12130)"
+	write_fault_network
+	touch "$W/add.fault" "$W/del.fault"
+	out=$(crictl runp "$(pod_config "addfail-1" "uid-addfail-1")") || rc=$?
+	t_last=$(date +%s.%N)
+	((rc != 0)) || fault_fail "${out:-none}" "addfail: runp succeeded with the ADD fault set"
+	log "addfail: runp failed as it must: $(tail -1 "$W/crictl.log" | sed 's/.*desc = //' | cut -c1-300)"
+	id=$(awk '$2 == "ADD" && $4 == "error-11" {print $3}' "$W/faultplug.log" | tail -1)
+	[[ $id =~ ^[0-9a-f]{64}$ ]] || fault_fail none "addfail: faultplug logged no failed ADD"
+	ALL_IDS+=("$id")
+	grep -q " DEL $id error-11\$" "$W/faultplug.log" || fault_fail "$id" "addfail: no DEL of the sandbox failed"
+	ip=$(find "$W/ipam/$HNET" -type f ! -name 'last_reserved_ip.*' ! -name lock -printf '%f\n' 2>/dev/null | head -1)
+	log "addfail: sandbox ${id:0:12}: DELs failed $(grep -c " DEL $id error-11\$" "$W/faultplug.log") time(s); left (r v c o): $(heal_state "$id" "$ip" "")${ip:+, reservation $ip}"
+	crictl pods -q | grep -q . && fault_fail "$id" "addfail: containerd lists a sandbox after the failed runp"
+	rm -f "$W/add.fault" "$W/del.fault"
+	log "addfail: faults cleared; no CRI call now"
+	wait_healed "$id" "$ip" "" addfail "$t_last"
+	ADDFAIL_OUTCOME="healed in ${HEALED_IN}s"
+	restore_main_network
+	assert_clean "addfail"
+}
+
+# check_face_confdirs: pkg/gocni's New makes a private conf dir
+# (os.MkdirTemp "gocni-*") that only Face.Shutdown removes; containerd
+# knows go-cni's CNI interface only and never calls Shutdown, so every
+# containerd start leaves one per runtime handler, also after SIGTERM. A
+# known face issue, reported, not failed on unless E2E_STRICT_CONFDIR=1.
+check_face_confdirs() {
+	local n
+	n=$(find "$W/tmp" -maxdepth 1 -name 'gocni-*' | wc -l)
+	((n == 0)) && return 0
+	FACE_CONFDIRS=$n
+	log "face issue: $n gocni-* conf dir(s) left in TMPDIR after $STARTS containerd start(s) and a SIGTERM stop (Face.Shutdown is never called by containerd)"
+	[[ ${E2E_STRICT_CONFDIR:-0} != 1 ]] || die "gocni conf dirs left: $n"
+}
+
+# run_e2e phase...: setup, containerd, then the phases named, in order.
+run_e2e() {
+	[[ $(id -u) == 0 ]] || die "run as root"
+	(($# > 0)) || set -- single churn parallel crash noconf heal addfail
+	W=$(mktemp -d /tmp/ocicni-e2e-ctrd.XXXXXX)
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+	command -v runc >/dev/null || install_debs runc
+	command -v jq >/dev/null || install_debs jq
+	command -v nsenter >/dev/null || install_debs util-linux
+	command -v ip >/dev/null || install_debs iproute2
+	local br
+	for br in "$BRIDGE" "$HBRIDGE"; do
+		ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run?)"
+	done
+	for br in "$SUBNET" "$HSUBNET"; do
+		! ip -4 -o addr show | grep -qF " ${br%.*}." || die "a host interface has an address in $br: pick another subnet"
+	done
+	make_runc
+	write_configs
+	start_containerd
+	make_pause_image
+	local phase t
+	for phase in "$@"; do
+		t=$(date +%s)
+		"phase_$phase"
+		PHASE_TIMES+=("$phase $(($(date +%s) - t))s")
+	done
+	stop_containerd TERM
+	check_face_confdirs
+	[[ -z ${HEAL_OUTCOME:-} ]] || log "heal: $HEAL_OUTCOME"
+	[[ -z ${ADDFAIL_OUTCOME:-} ]] || log "addfail: $ADDFAIL_OUTCOME"
+	log "phase times: ${PHASE_TIMES[*]}"
+	log "figures: pods run $PODS_RUN, IPs checked $IPS_CHECKED, kills $KILLS, leftovers $LEFTOVERS, face conf dirs left ${FACE_CONFDIRS:-0}, total $(($(date +%s) - T0))s"
+	((LEFTOVERS == 0)) || die "leftovers"
+	log "PASS"
+}
