@@ -37,7 +37,8 @@ var _ CNI = (*Face)(nil)
 // Engine, Shutdown) are reached with a type assertion.
 type Face struct {
 	engine  *ocicni.Manager
-	confDir string // the engine's conf dir, owned by the face
+	state   *faceState // the face's own directory, holding the engine's conf dir
+	confDir string     // the engine's conf dir, state.confDir
 
 	// Lock order: loadMu, then mu. Neither is held while a pod's plugins
 	// run; loadMu is held while a load reads the conf dir and the engine
@@ -61,21 +62,25 @@ func New(opts ...Opt) (CNI, error) {
 			return nil, err
 		}
 	}
-	dir, err := os.MkdirTemp("", "gocni-")
+	state, err := newFaceState()
 	if err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(state.confDir, 0o700); err != nil {
+		_ = state.remove()
 		return nil, fmt.Errorf("gocni: engine conf dir: %w", err)
 	}
 	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+3)
 	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...))
 	engineOpts = append(engineOpts, cfg.engineOpts...)
-	engineOpts = append(engineOpts, ocicni.WithConfDir(dir), ocicni.WithoutWatcher())
+	engineOpts = append(engineOpts, ocicni.WithConfDir(state.confDir), ocicni.WithoutWatcher())
 	engine, err := ocicni.New(engineOpts...)
 	if err != nil {
-		_ = os.RemoveAll(dir) // ours, and empty: nothing to keep
+		_ = state.remove() // ours, and empty: nothing to keep
 		return nil, err
 	}
 	cfg.engineOpts = nil
-	f := &Face{engine: engine, confDir: dir, cfg: cfg, lastLoad: opts}
+	f := &Face{engine: engine, confDir: state.confDir, state: state, cfg: cfg, lastLoad: opts}
 	f.loadMu.Lock()
 	loadErr = f.materialize(cfg.networks)
 	f.loadMu.Unlock()
@@ -94,7 +99,7 @@ func (f *Face) Engine() *ocicni.Manager { return f.engine }
 // the face's conf dir. Call it last: the face does not serve afterwards.
 func (f *Face) Shutdown() error {
 	err := f.engine.Shutdown()
-	if rmErr := os.RemoveAll(f.confDir); rmErr != nil && err == nil {
+	if rmErr := f.state.remove(); rmErr != nil && err == nil {
 		err = fmt.Errorf("gocni: removing engine conf dir: %w", rmErr)
 	}
 	return err

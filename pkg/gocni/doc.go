@@ -30,12 +30,16 @@
 // [CNI.Load] ([WithDefaultConf], [WithAllConf], [WithConfListBytes], ...)
 // parse configs into an ordered list of networks, network i getting the
 // interface prefix+i. The face writes that list (loopback excepted) into a
-// conf dir of its own (a private temporary directory, one file per
-// network, each written atomically, every plugin inline) and has the
-// engine, which runs without a watcher, reload it before Load returns.
-// Thus [WithPluginMaxConfNum], go-cni's file order, and configs given as
-// bytes mean what go-cni says, and the engine sees exactly the loaded
-// networks. [Face.Shutdown] removes that directory.
+// conf dir of its own (one file per network, each written atomically,
+// every plugin inline) and has the engine, which runs without a watcher,
+// reload it before Load returns. Thus [WithPluginMaxConfNum], go-cni's
+// file order, and configs given as bytes mean what go-cni says, and the
+// engine sees exactly the loaded networks. That conf dir lives in a
+// directory of the face's own under <os.TempDir()>/ocicni-gocni-<euid>
+// (0700, owned by the process's user, or else a fresh temporary
+// directory), locked while the face lives. [Face.Shutdown] removes it;
+// as go-cni has no Shutdown and containerd never calls it, [New] also
+// removes the directories of faces whose lock no live process holds.
 //
 // The face does not depend on the caller's watcher alone: a Setup, Check
 // or Status that finds fewer networks than [WithMinNetworkCount] asks for
