@@ -72,9 +72,8 @@
 // Hidden files in that directory are the package's own: ".tmp-*" are
 // records being written, ".cfg.*" are links to saved configs (see "Saved
 // configs"), and ".spare-*" are records that RemoveOrder retired and
-// WriteOrder reuses as its temporary file, because creating a file can
-// cost a pod's setup about a millisecond where renaming one costs a few
-// microseconds. A Cache keeps at most 32 spares, and the first
+// WriteOrder reuses as its temporary file, because creating a file costs
+// far more than renaming one on some file systems (see BENCHMARKS.md). A Cache keeps at most 32 spares, and the first
 // WriteOrder of a Cache adopts or removes those an earlier process left.
 //
 // # Saved configs

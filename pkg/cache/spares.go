@@ -21,9 +21,9 @@ const maxSpares = 32
 // spares keeps order-record files that [Cache.RemoveOrder] retired, so that
 // [Cache.WriteOrder] can reuse them instead of creating a file. Every pod
 // setup writes a record and its teardown removes it, and creating a file
-// costs far more than renaming one on some file systems (on the ext4 of
-// the machine BENCHMARKS.md describes, about 1 ms against 0.03 ms while
-// plugins run, a few percent of a pod's setup). A spare is written under
+// costs far more than renaming one on some file systems (BENCHMARKS.md
+// has the figures for ext4: a few percent of a pod's setup). A spare is
+// written under
 // its own name and only then renamed into place, so a reader still sees
 // the old record or the new one, never a spare's stale content.
 //
