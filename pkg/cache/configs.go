@@ -182,18 +182,19 @@ type SavedConfig struct {
 	// copy.
 	ContainerID string
 	Path        string
-	// Links is the number of hard links to the file, shared copy
-	// included; 0 where the platform does not tell.
+	// Links is the number of hard links to a shared copy, itself
+	// included; 0 for a link, and where the platform does not tell.
 	Links uint64
-	// Changed is when the file's inode last changed: a new link changes
-	// it.
+	// Changed is when a shared copy's inode last changed (a new link
+	// changes it); zero for a link.
 	Changed time.Time
 }
 
 // ListConfigs returns the shared copies of the saved configs and the
 // records' links to them, for a garbage collector that looks for copies
-// that no record links and links whose record is gone. A missing
-// directory yields nothing. Temporary files are skipped.
+// that no record links and links whose record is gone. Only the shared
+// copies are stat'ed (there is a link per record). A missing directory
+// yields nothing. Temporary files are skipped.
 func (c *Cache) ListConfigs() ([]SavedConfig, error) {
 	var out []SavedConfig
 	for _, dir := range []string{c.ConfigsDir(), c.OrdersDir()} {
@@ -209,11 +210,15 @@ func (c *Cache) ListConfigs() ([]SavedConfig, error) {
 			if !ok || !de.Type().IsRegular() {
 				continue
 			}
+			sc.Path = filepath.Join(dir, de.Name())
+			if sc.ContainerID != "" {
+				out = append(out, sc)
+				continue
+			}
 			fi, err := de.Info()
 			if err != nil {
 				continue // removed since the listing
 			}
-			sc.Path = filepath.Join(dir, de.Name())
 			sc.Links, sc.Changed, _ = fsutil.Links(fi)
 			if sc.Changed.IsZero() {
 				sc.Changed = fi.ModTime()

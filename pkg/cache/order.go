@@ -54,10 +54,6 @@ type Heal struct {
 	GaveUp bool `json:"gaveUp,omitempty"`
 }
 
-// Key returns the attachment's network and ifname, which identify it
-// within its container.
-func (a Attachment) Key() (network, ifname string) { return a.Network, a.IfName }
-
 type orderFile struct {
 	Kind        string       `json:"kind"`
 	ContainerID string       `json:"containerId"`

@@ -156,16 +156,10 @@ func (h *healer) run(ctx context.Context) {
 		if id != "" {
 			wait = time.Until(at)
 		}
-		timer.Reset(wait)
+		timer.Reset(wait) // Go 1.23 timers: Reset leaves no stale tick to drain
 		select {
 		case <-timer.C:
 		case <-h.wake:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
 		case <-ctx.Done():
 			return
 		}

@@ -355,12 +355,18 @@ func TestShutdownWaitsForHealRetry(t *testing.T) {
 		_ = m.Shutdown()
 		close(stopped)
 	}()
-	require.Eventually(t, func() bool { return m.ctx.Err() != nil }, time.Minute, time.Millisecond)
-	select {
-	case <-stopped:
-		t.Fatal("Shutdown returned while a retry ran")
-	default:
+	// Shutdown has stopped the loop and is blocked, or has returned.
+	closed := func() bool {
+		select {
+		case <-stopped:
+			return true
+		default:
+			return false
+		}
 	}
+	require.Eventually(t, func() bool { return closed() || parkedIn("(*Manager).Shutdown") }, time.Minute, time.Millisecond)
+	require.False(t, closed(), "Shutdown returned while a retry ran")
+	require.Error(t, m.ctx.Err(), "the loop is stopped")
 	require.NoError(t, os.Remove(flag))
 	b.Release(t)
 	<-stopped

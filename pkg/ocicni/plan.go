@@ -98,14 +98,15 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 // entry or else its order record, when a plugin may run in it. A stored
 // path that fails [storedNetNS] is logged, wherever it is stored.
 func (m *Manager) slotNetNS(s *slot, plog func() *logrus.Entry) string {
-	netns := ""
+	netns, checked := "", ""
 	for _, stored := range []struct{ path, from string }{
 		{entryNetNS(s.entry), "a cache entry"},
 		{recNetNS(s.rec), "an attachment order record"},
 	} {
-		if stored.path == "" {
-			continue
+		if stored.path == "" || stored.path == checked {
+			continue // usually both store one path: check it once
 		}
+		checked = stored.path
 		path, err := storedNetNS(stored.path)
 		switch {
 		case err != nil:
