@@ -140,7 +140,7 @@ func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPl
 		return skippedVerbs(targets, fmt.Errorf("waiting for the pod operations in flight: %w", err))
 	}
 	defer m.gate.unlock()
-	m.protectSetups(g, watch)
+	m.protectSetups(g, watch, set)
 	return m.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
 }
 
@@ -197,28 +197,18 @@ func gcTargets(set *networkSet) []string {
 }
 
 // protectSetups adds to the valid attachments everything of the sandboxes
-// whose setup overlapped GC: the attachments the setup asked for, the
-// cache entries and order record planning saw, and the order record as it
-// is now. The caller holds the gate exclusively, so no setup is in flight.
-func (m *Manager) protectSetups(g *gcPlan, watch *setupWatch) {
+// whose setup overlapped GC: the inventory of each as it is now (the cache
+// entries planning saw, the order record read again), with what planning
+// read of the record and what the setup asked for. The caller holds the
+// gate exclusively, so no setup is in flight.
+func (m *Manager) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
 	seen := watch.attachments()
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
-		for _, a := range seen[id] {
-			g.valid.add(a.Name, id, a.Ifname)
-		}
-		for _, e := range g.byID[id] {
-			g.valid.add(e.Network, id, e.IfName)
-		}
-		for _, a := range g.recs.byID[id] {
-			g.valid.add(a.Network, id, a.IfName)
-		}
-		recorded, err := m.cache.ReadOrder(id)
-		if err != nil {
-			continue // unreadable: what the setup asked for is added above
-		}
-		for _, a := range recorded {
-			g.valid.add(a.Network, id, a.IfName)
-		}
+		recorded, err := m.cache.ReadOrder(id) // unreadable: what planning read and the setup asked for stay
+		inv := mergeInventory(id, recorded, err, g.byID[id], nil, set)
+		inv.include(recordAttachments(g.recs.byID[id]))
+		inv.include(seen[id])
+		g.valid.addAll(id, inv)
 	}
 }
 

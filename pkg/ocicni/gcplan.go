@@ -63,10 +63,13 @@ func newValidSet() *validSet {
 	return &validSet{seen: map[attachmentKey]bool{}, byNet: map[string][]types.GCAttachment{}}
 }
 
-func (v *validSet) add(network, id, ifname string) {
-	if k := (attachmentKey{id, network, ifname}); !v.seen[k] {
-		v.seen[k] = true
-		v.byNet[network] = append(v.byNet[network], types.GCAttachment{ContainerID: id, IfName: ifname})
+// addAll adds every attachment inv names, as sandbox id's.
+func (v *validSet) addAll(id string, inv *inventory) {
+	for _, a := range inv.attachments() {
+		if k := (attachmentKey{id, a.Name, a.Ifname}); !v.seen[k] {
+			v.seen[k] = true
+			v.byNet[a.Name] = append(v.byNet[a.Name], types.GCAttachment{ContainerID: id, IfName: a.Ifname})
+		}
 	}
 }
 
@@ -229,9 +232,10 @@ func (m *Manager) readRecords() (*records, []error) {
 	return recs, nil
 }
 
-// validAttachments builds, per network, the attachments of valid pods: the
-// networks they name, all cache entries of their sandbox IDs (byID), their
-// order records, and the default network on eth0 for pods that name none.
+// validAttachments builds, per network, the attachments of valid pods:
+// for each, everything its inventory holds (cache entries, order record)
+// and what it asks for (the networks it names, or the default network on
+// eth0 when it names none).
 func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *records, set *networkSet,
 ) (map[string]bool, *validSet, []error) {
 	ids := map[string]bool{}
@@ -246,21 +250,15 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 			continue
 		}
 		ids[pod.ID] = true
-		for _, e := range byID[pod.ID] {
-			valid.add(e.Network, pod.ID, e.IfName)
-		}
-		for _, a := range recs.byID[pod.ID] {
-			valid.add(a.Network, pod.ID, a.IfName)
-		}
+		inv := mergeInventory(pod.ID, recs.byID[pod.ID], recs.corrupt[pod.ID], byID[pod.ID], nil, set)
 		atts, err := assignIfnames(pod.Networks, set.defaultName)
 		switch {
 		case errors.Is(err, ErrNoDefaultNetwork): // names none, and there is no default
 		case err != nil:
 			errs = append(errs, fmt.Errorf("valid pod %s: %w", pod.ID, err))
 		}
-		for _, a := range atts {
-			valid.add(a.Name, pod.ID, a.Ifname)
-		}
+		inv.include(atts)
+		valid.addAll(pod.ID, inv)
 	}
 	return ids, valid, errs
 }

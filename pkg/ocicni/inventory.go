@@ -131,7 +131,24 @@ func (m *Manager) inventoryOf(id string, requested []NetAttachment, record []cac
 	return inv
 }
 
-// newInventory merges what is on disk for sandbox id: its readable cache
+// newInventory is [mergeInventory], then logs what the caller is about to
+// act on: corrupt cache files acted on with a saved or loaded config, and
+// interface names that several networks claim.
+func newInventory(id string, record []cache.Attachment, rerr error, entries []*cache.Entry, corrupt []*cache.EntryError,
+	set *networkSet, log *logrus.Entry,
+) *inventory {
+	inv := mergeInventory(id, record, rerr, entries, corrupt, set)
+	for _, s := range inv.slots {
+		if s.corrupt != nil {
+			log.WithError(s.corrupt).WithFields(logrus.Fields{"file": filepath.Base(s.corrupt.Path), "network": s.Name}).
+				Warn("Corrupt CNI cache entry; acting on it with the saved or loaded config")
+		}
+	}
+	warnDuplicateIfnames(inv.slots, log)
+	return inv
+}
+
+// mergeInventory merges what is on disk for sandbox id: its readable cache
 // entries, its corrupt cache files, and its order record. This is the
 // merge rule:
 //   - every readable entry is an attachment;
@@ -142,8 +159,10 @@ func (m *Manager) inventoryOf(id string, requested []NetAttachment, record []cac
 //     failed, or crashed, before libcni cached it, or an entry that was
 //     removed by hand;
 //   - every attachment carries its record line, if any.
-func newInventory(id string, record []cache.Attachment, rerr error, entries []*cache.Entry, corrupt []*cache.EntryError,
-	set *networkSet, log *logrus.Entry,
+//
+// A request adds to it with [inventory.include].
+func mergeInventory(id string, record []cache.Attachment, rerr error, entries []*cache.Entry, corrupt []*cache.EntryError,
+	set *networkSet,
 ) *inventory {
 	inv := &inventory{id: id, record: record, recordErr: rerr}
 	for _, e := range entries {
@@ -162,21 +181,59 @@ func newInventory(id string, record []cache.Attachment, rerr error, entries []*c
 				Err: fmt.Errorf("%w (no saved or loaded config to delete it with)", ee),
 			})
 		default:
-			log.WithError(ee).WithFields(logrus.Fields{"file": filepath.Base(ee.Path), "network": a.Name}).
-				Warn("Corrupt CNI cache entry; acting on it with the saved or loaded config")
 			inv.slots = append(inv.slots, &slot{NetAttachment: a, corrupt: ee, rec: rec})
 		}
 	}
 	for i := range record {
 		a := &record[i]
-		if inv.find(a.Network, a.IfName) == nil && !slices.ContainsFunc(inv.failures, func(o Outcome) bool {
-			return o.Network == a.Network && o.IfName == a.IfName
-		}) {
+		if !inv.names(a.Network, a.IfName) {
 			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: a.Network, Ifname: a.IfName}, rec: a})
 		}
 	}
-	warnDuplicateIfnames(inv.slots, log)
 	return inv
+}
+
+// include adds each of atts that the inventory does not name yet, as a
+// slot with nothing on disk: attachments a request or a setup asks for,
+// which may exist by the time a plugin runs.
+func (inv *inventory) include(atts []NetAttachment) {
+	for _, a := range atts {
+		if !inv.names(a.Name, a.Ifname) {
+			inv.slots = append(inv.slots, &slot{NetAttachment: a, rec: findLine(inv.record, a.Name, a.Ifname)})
+		}
+	}
+}
+
+// attachments returns every attachment the inventory names, each once:
+// its slots, then the failures whose file names one. GC keeps them all
+// for a sandbox that is valid, or being set up.
+func (inv *inventory) attachments() []NetAttachment {
+	out := make([]NetAttachment, 0, len(inv.slots)+len(inv.failures))
+	for _, s := range inv.slots {
+		out = append(out, s.NetAttachment)
+	}
+	for _, o := range inv.failures {
+		if o.Network != "" && o.IfName != "" {
+			out = append(out, NetAttachment{Name: o.Network, Ifname: o.IfName})
+		}
+	}
+	return out
+}
+
+// recordAttachments returns the attachments of record lines.
+func recordAttachments(record []cache.Attachment) []NetAttachment {
+	out := make([]NetAttachment, len(record))
+	for i, a := range record {
+		out[i] = NetAttachment{Name: a.Network, Ifname: a.IfName}
+	}
+	return out
+}
+
+// names reports whether a slot or a failure names (network, ifname).
+func (inv *inventory) names(network, ifname string) bool {
+	return inv.find(network, ifname) != nil || slices.ContainsFunc(inv.failures, func(o Outcome) bool {
+		return o.Network == network && o.IfName == ifname
+	})
 }
 
 func (inv *inventory) find(network, ifname string) *slot {
