@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/version"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // newCacheFrom returns a Cache in a fresh temporary directory whose results
@@ -58,51 +58,15 @@ func entryNames(entries []*Entry) []string {
 	return names
 }
 
-// fakeExec stands in for plugin binaries so that libcni itself writes
-// genuine cache files without running anything. ADD returns the plugin
-// config's "fakeResult"; every other command succeeds with no output.
-type fakeExec struct{}
-
-func (fakeExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) ([]byte, error) {
-	cmd := ""
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok {
-			cmd = v
-		}
-	}
-	switch cmd {
-	case "ADD":
-		var conf struct {
-			FakeResult json.RawMessage `json:"fakeResult"`
-		}
-		if err := json.Unmarshal(stdin, &conf); err != nil {
-			return nil, err
-		}
-		return conf.FakeResult, nil
-	case "VERSION":
-		return json.Marshal(version.All)
-	default:
-		return nil, nil
-	}
-}
-
-func (fakeExec) FindInPath(plugin string, _ []string) (string, error) {
-	return "/fake/" + plugin, nil
-}
-
-func (fakeExec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
-	var d version.PluginDecoder
-	return d.Decode(jsonBytes)
-}
-
-// attachment describes one ADD that libcni performs through fakeExec.
+// attachment describes one ADD that libcni performs through a
+// fakecni.Exec, so that libcni itself writes a genuine cache file
+// without running anything: the ADD answers result.
 type attachment struct {
 	network, id, ifname, cniVersion, result string
 }
 
 func (a attachment) confList() string {
-	return fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[{"type":"fake","fakeResult":%s}]}`,
-		a.cniVersion, a.network, a.result)
+	return fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[{"type":"fake"}]}`, a.cniVersion, a.network)
 }
 
 func (a attachment) runtimeConf() *libcni.RuntimeConf {
@@ -122,7 +86,9 @@ func libcniAdd(t *testing.T, dir string, a attachment) {
 	t.Helper()
 	list, err := libcni.ConfListFromBytes([]byte(a.confList()))
 	require.NoError(t, err)
-	cni := libcni.NewCNIConfigWithCacheDir([]string{"/fake"}, dir, fakeExec{})
+	f := fakecni.New()
+	f.Result(a.network, "ADD", a.result)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{"/fake"}, dir, f)
 	_, err = cni.AddNetworkList(context.Background(), list, a.runtimeConf())
 	require.NoError(t, err)
 }
@@ -132,7 +98,7 @@ func libcniResult(t *testing.T, dir string, a attachment) (string, error) {
 	t.Helper()
 	list, err := libcni.ConfListFromBytes([]byte(a.confList()))
 	require.NoError(t, err)
-	cni := libcni.NewCNIConfigWithCacheDir([]string{"/fake"}, dir, fakeExec{})
+	cni := libcni.NewCNIConfigWithCacheDir([]string{"/fake"}, dir, fakecni.New())
 	res, err := cni.GetNetworkListCachedResult(list, a.runtimeConf())
 	if err != nil || res == nil {
 		return "", err

@@ -9,6 +9,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 var update = flag.Bool("update", false, "rewrite the libcni-generated files in testdata/results")
@@ -70,7 +72,7 @@ func TestAgreesWithLibcni(t *testing.T) {
 		libcniAdd(t, dir, a)
 	}
 	c := New(dir)
-	cni := libcni.NewCNIConfigWithCacheDir(nil, dir, fakeExec{})
+	cni := libcni.NewCNIConfigWithCacheDir(nil, dir, fakecni.New())
 
 	for _, id := range []string{"abc", "abcd", "abc-def", "def-abc", "cdup", "none"} {
 		l, err := c.ForContainer(id)

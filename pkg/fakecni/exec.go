@@ -1,4 +1,4 @@
-package ocicnitest
+package fakecni
 
 import (
 	"context"
@@ -9,32 +9,31 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
-
-	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
 // DefaultSubnet is the subnet from which the default ADD result takes its
-// IP, for networks without a [FakeExec.Subnet] of their own.
+// IP, for networks without an [Exec.Subnet] of their own, unless
+// [WithDefaultSubnet] says otherwise.
 var DefaultSubnet = netip.MustParsePrefix("10.88.0.0/16")
 
-// FakeExec plays every CNI plugin without running a process or touching
-// the kernel. It is an invoke.Exec for [ocicni.WithExec] and an
-// [ocicni.NetNSOps] for [ocicni.WithNetNSOps]; [Env.Options] passes it as
-// both. Answers are scripted per network and verb ([FakeExec.Result],
-// [FakeExec.Fail], [FakeExec.Hang]); without a script every verb succeeds
+// Exec plays every CNI plugin without running a process or touching
+// the kernel. It is an invoke.Exec for libcni (and for ocicni.WithExec)
+// and an ocicni.NetNSOps (for ocicni.WithNetNSOps). Answers are scripted per network and verb ([Exec.Result],
+// [Exec.Fail], [Exec.Hang]); without a script every verb succeeds
 // (see the package doc for the default answers). A plugin type's verb can
-// be failed for every network ([FakeExec.FailPlugin]), and calls can be
-// held at a [Gate] until the test releases them ([FakeExec.Gate]). Every
-// call is recorded ([FakeExec.Calls], [FakeExec.Count]), and every plugin
-// lookup counted ([FakeExec.Lookups]).
+// be failed for every network ([Exec.FailPlugin]), and calls can be
+// held at a [Gate] until the test releases them ([Exec.Gate]). Every
+// call is recorded ([Exec.Calls], [Exec.Count]), and every plugin
+// lookup counted ([Exec.Lookups]).
 //
-// A FakeExec is safe for concurrent use. The zero value is not usable;
-// call [NewFakeExec].
-type FakeExec struct {
+// An Exec is safe for concurrent use. The zero value is not usable;
+// call [New].
+type Exec struct {
 	mu       sync.Mutex          // guards every field below; never held while a call hangs
 	rules    map[ruleKey]*rule   // scripted answers
 	only     map[string]bool     // plugin types FindInPath finds; nil means all
@@ -49,6 +48,8 @@ type FakeExec struct {
 	loErr    error
 	loUp     map[string]bool      // netns paths whose lo is up
 	live     map[liveKey]liveAddr // interfaces made by successful ADDs
+
+	gateTimeout time.Duration // set by New; read only
 }
 
 type ruleKey struct{ network, verb string }
@@ -62,27 +63,45 @@ type rule struct {
 	hang      chan struct{}
 }
 
-var (
-	_ invoke.Exec     = (*FakeExec)(nil)
-	_ ocicni.NetNSOps = (*FakeExec)(nil)
-)
+var _ invoke.Exec = (*Exec)(nil)
 
-// NewFakeExec returns a FakeExec that finds every plugin type, answers
-// VERSION with every spec version, and succeeds every verb.
-func NewFakeExec() *FakeExec {
-	return &FakeExec{
-		rules:    map[ruleKey]*rule{},
-		versions: map[string][]string{},
-		failing:  map[ruleKey]error{},
-		lookups:  map[string]int{},
-		subnets:  map[string]*pool{},
-		shared:   newPool(DefaultSubnet),
-		loUp:     map[string]bool{},
-		live:     map[liveKey]liveAddr{},
-	}
+// Option configures an [Exec] made by [New].
+type Option func(*Exec)
+
+// WithDefaultSubnet makes the default ADD result of networks without a
+// [Exec.Subnet] of their own take its IPs from subnet instead of
+// [DefaultSubnet].
+func WithDefaultSubnet(subnet netip.Prefix) Option {
+	return func(f *Exec) { f.shared = newPool(subnet) }
 }
 
-func (f *FakeExec) ruleFor(network, verb string) *rule {
+// WithGateTimeout bounds [Gate.WaitEntered] for the gates of the Exec by
+// d instead of [GateTimeout].
+func WithGateTimeout(d time.Duration) Option {
+	return func(f *Exec) { f.gateTimeout = d }
+}
+
+// New returns an Exec that finds every plugin type, answers VERSION with
+// every spec version, and succeeds every verb.
+func New(opts ...Option) *Exec {
+	f := &Exec{
+		rules:       map[ruleKey]*rule{},
+		versions:    map[string][]string{},
+		failing:     map[ruleKey]error{},
+		lookups:     map[string]int{},
+		subnets:     map[string]*pool{},
+		shared:      newPool(DefaultSubnet),
+		loUp:        map[string]bool{},
+		live:        map[liveKey]liveAddr{},
+		gateTimeout: GateTimeout,
+	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+func (f *Exec) ruleFor(network, verb string) *rule {
 	k := ruleKey{network, verb}
 	r := f.rules[k]
 	if r == nil {
@@ -94,9 +113,9 @@ func (f *FakeExec) ruleFor(network, verb string) *rule {
 
 // Result makes every plugin of network answer verb with result, a JSON
 // document written as a plugin would write it to stdout, until
-// [FakeExec.Clear] or another script for the pair. For ADD it becomes
+// [Exec.Clear] or another script for the pair. For ADD it becomes
 // the network's result; libcni ignores what the other verbs print.
-func (f *FakeExec) Result(network, verb, result string) {
+func (f *Exec) Result(network, verb, result string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.ruleFor(network, verb)
@@ -104,12 +123,12 @@ func (f *FakeExec) Result(network, verb, result string) {
 }
 
 // Fail makes every plugin of network fail verb with err until
-// [FakeExec.Clear] or another script for the pair. A *types.Error is
+// [Exec.Clear] or another script for the pair. A *types.Error is
 // what a plugin's error on stdout becomes with the real executor, so the
 // manager's errors reach it with errors.As; any other error stands for
 // an executor failure (a binary that cannot be started, say). A nil err
 // restores the default answer.
-func (f *FakeExec) Fail(network, verb string, err error) {
+func (f *Exec) Fail(network, verb string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.ruleFor(network, verb)
@@ -121,7 +140,7 @@ func (f *FakeExec) Fail(network, verb string, err error) {
 // plugin killed by the default executor would. The returned release ends
 // the hang: held and later calls then answer as scripted otherwise. It
 // may be called more than once.
-func (f *FakeExec) Hang(network, verb string) (release func()) {
+func (f *Exec) Hang(network, verb string) (release func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.ruleFor(network, verb)
@@ -146,7 +165,7 @@ func (f *FakeExec) Hang(network, verb string) (release func()) {
 // calls carry no network: FailPlugin("bridge", "VERSION", err) plays a
 // bridge binary that cannot run, and the manager skips the networks that
 // use it.
-func (f *FakeExec) FailPlugin(typ, verb string, err error) {
+func (f *Exec) FailPlugin(typ, verb string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err == nil {
@@ -158,7 +177,7 @@ func (f *FakeExec) FailPlugin(typ, verb string, err error) {
 
 // Clear removes the scripts of (network, verb), so that it gets the
 // default answer. Calls already hanging keep hanging until released.
-func (f *FakeExec) Clear(network, verb string) {
+func (f *Exec) Clear(network, verb string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.rules, ruleKey{network, verb})
@@ -167,9 +186,9 @@ func (f *FakeExec) Clear(network, verb string) {
 // Subnet gives network a pool of its own for the default ADD result: IPs
 // are handed out in order from the third address on (the second is the
 // gateway). It panics on an invalid prefix.
-func (f *FakeExec) Subnet(network string, subnet netip.Prefix) {
+func (f *Exec) Subnet(network string, subnet netip.Prefix) {
 	if !subnet.IsValid() {
-		panic(fmt.Sprintf("ocicnitest: invalid subnet %v for network %q", subnet, network))
+		panic(fmt.Sprintf("fakecni: invalid subnet %v for network %q", subnet, network))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -180,7 +199,7 @@ func (f *FakeExec) Subnet(network string, subnet netip.Prefix) {
 // if the bin dir held just those binaries; the manager then skips
 // networks that use any other type. With no types, every type is found
 // again (the default). No file is read or written either way.
-func (f *FakeExec) OnlyPlugins(types ...string) {
+func (f *Exec) OnlyPlugins(types ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(types) == 0 {
@@ -196,22 +215,22 @@ func (f *FakeExec) OnlyPlugins(types ...string) {
 // PluginVersions sets the spec versions that plugin type typ reports in
 // VERSION; by default it reports every version libcni knows. A network
 // whose cniVersion its plugins do not support is skipped by the manager.
-func (f *FakeExec) PluginVersions(typ string, versions ...string) {
+func (f *Exec) PluginVersions(typ string, versions ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.versions[typ] = slices.Clone(versions)
 }
 
 // Decode decodes a VERSION answer, as the real executor does.
-func (f *FakeExec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
+func (f *Exec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
 	return (&version.PluginDecoder{}).Decode(jsonBytes)
 }
 
 // ExecPlugin records the call, holds it at the gates that select it
-// ([FakeExec.Gate]) and at a [FakeExec.Hang], and answers it: with a
-// [FakeExec.FailPlugin] error for its plugin type and verb, else as
+// ([Exec.Gate]) and at an [Exec.Hang], and answers it: with a
+// [Exec.FailPlugin] error for its plugin type and verb, else as
 // scripted for its network and verb, else with the default answer.
-func (f *FakeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
+func (f *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
 	c := newCall(pluginPath, stdin, environ)
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
@@ -233,7 +252,7 @@ func (f *FakeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []by
 		select {
 		case <-hang:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("ocicnitest: %s %s hung until its context ended: %w", c.Verb, c.Network, ctx.Err())
+			return nil, fmt.Errorf("fakecni: %s %s hung until its context ended: %w", c.Verb, c.Network, ctx.Err())
 		}
 	}
 
@@ -259,7 +278,7 @@ func (f *FakeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []by
 }
 
 // defaultAnswer is the unscripted answer to c; f.mu is held.
-func (f *FakeExec) defaultAnswer(c Call) ([]byte, error) {
+func (f *Exec) defaultAnswer(c Call) ([]byte, error) {
 	switch c.Verb {
 	case "VERSION":
 		vs := f.versions[c.PluginType]
@@ -285,7 +304,7 @@ func (f *FakeExec) defaultAnswer(c Call) ([]byte, error) {
 // were made. With no verbs it returns every call except VERSION: the
 // manager asks VERSION in the background whenever it reads the conf dir,
 // so those calls are recorded but returned only when asked for by name.
-func (f *FakeExec) Calls(verbs ...string) []Call {
+func (f *Exec) Calls(verbs ...string) []Call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []Call
@@ -299,7 +318,7 @@ func (f *FakeExec) Calls(verbs ...string) []Call {
 
 // ResetCalls forgets the recorded calls and lookups. Scripts, gates,
 // pools and the state of the fake netns are kept.
-func (f *FakeExec) ResetCalls() {
+func (f *Exec) ResetCalls() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = nil
@@ -321,7 +340,7 @@ func newPool(subnet netip.Prefix) *pool {
 // address.
 func (p *pool) take() (ip, gw netip.Addr, err error) {
 	if !p.next.IsValid() || !p.subnet.Contains(p.next) {
-		return ip, gw, &types.Error{Code: types.ErrTryAgainLater, Msg: "ocicnitest: subnet " + p.subnet.String() + " exhausted"}
+		return ip, gw, &types.Error{Code: types.ErrTryAgainLater, Msg: "fakecni: subnet " + p.subnet.String() + " exhausted"}
 	}
 	ip = p.next
 	p.next = p.next.Next()

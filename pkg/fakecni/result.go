@@ -1,4 +1,4 @@
-package ocicnitest
+package fakecni
 
 import (
 	"encoding/json"
@@ -53,7 +53,7 @@ type liveAddr struct {
 
 // observe updates the fake netns after a successful ADD or DEL answered
 // with out; f.mu is held.
-func (f *FakeExec) observe(c Call, out []byte) {
+func (f *Exec) observe(c Call, out []byte) {
 	switch c.Verb {
 	case "DEL":
 		for k, a := range f.live {

@@ -1,4 +1,4 @@
-package ocicnitest_test
+package fakecni_test
 
 import (
 	"context"
@@ -11,11 +11,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
+// call runs one plugin call through the fake as libcni's invoke would.
+func call(t *testing.T, f *fakecni.Exec, ctx context.Context, verb, stdin string, args [][2]string) ([]byte, error) {
+	t.Helper()
+	path, err := f.FindInPath("bridge", []string{"/opt/cni/bin"})
+	require.NoError(t, err)
+	env := (&invoke.Args{
+		Command: verb, ContainerID: "ctr", NetNS: "/run/netns/ctr", IfName: "eth0",
+		PluginArgs: args, Path: "/opt/cni/bin",
+	}).AsEnv()
+	return f.ExecPlugin(ctx, path, []byte(stdin), env)
+}
+
 // callAsync runs call in a goroutine and returns its error channel.
-func callAsync(t *testing.T, f *ocicnitest.FakeExec, ctx context.Context, verb, stdin string) <-chan error {
+func callAsync(t *testing.T, f *fakecni.Exec, ctx context.Context, verb, stdin string) <-chan error {
 	t.Helper()
 	path, err := f.FindInPath("bridge", []string{"/opt/cni/bin"})
 	require.NoError(t, err)
@@ -31,8 +43,8 @@ func callAsync(t *testing.T, f *ocicnitest.FakeExec, ctx context.Context, verb, 
 func TestGate(t *testing.T) {
 	const stdin = `{"cniVersion":"1.0.0","name":"net","type":"bridge"}`
 	t.Run("holds the selected calls until released", func(t *testing.T) {
-		f := ocicnitest.NewFakeExec()
-		g := f.Gate(ocicnitest.Match{Verb: "ADD", Network: "net"})
+		f := fakecni.New()
+		g := f.Gate(fakecni.Match{Verb: "ADD", Network: "net"})
 		t.Cleanup(g.Release)
 		first := callAsync(t, f, context.Background(), "ADD", stdin)
 		second := callAsync(t, f, context.Background(), "ADD", stdin)
@@ -59,8 +71,8 @@ func TestGate(t *testing.T) {
 		assert.Equal(t, 3, g.Entered())
 	})
 	t.Run("a held call ends with its context", func(t *testing.T) {
-		f := ocicnitest.NewFakeExec()
-		g := f.Gate(ocicnitest.Match{Verb: "ADD"})
+		f := fakecni.New()
+		g := f.Gate(fakecni.Match{Verb: "ADD"})
 		t.Cleanup(g.Release)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := callAsync(t, f, ctx, "ADD", stdin)
@@ -69,8 +81,8 @@ func TestGate(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 	})
 	t.Run("IgnoreContext holds past the context", func(t *testing.T) {
-		f := ocicnitest.NewFakeExec()
-		g := f.Gate(ocicnitest.Match{Verb: "ADD"}, ocicnitest.IgnoreContext())
+		f := fakecni.New()
+		g := f.Gate(fakecni.Match{Verb: "ADD"}, fakecni.IgnoreContext())
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		done := callAsync(t, f, ctx, "ADD", stdin)
@@ -81,8 +93,8 @@ func TestGate(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 	t.Run("scripts answer once released", func(t *testing.T) {
-		f := ocicnitest.NewFakeExec()
-		g := f.Gate(ocicnitest.Match{PluginType: "bridge"})
+		f := fakecni.New()
+		g := f.Gate(fakecni.Match{PluginType: "bridge"})
 		boom := errors.New("boom")
 		f.Fail("net", "CHECK", boom)
 		done := callAsync(t, f, context.Background(), "CHECK", stdin)
@@ -93,7 +105,7 @@ func TestGate(t *testing.T) {
 }
 
 func TestCountAndFailPlugin(t *testing.T) {
-	f := ocicnitest.NewFakeExec()
+	f := fakecni.New()
 	broken := errors.New("exec format error")
 	f.FailPlugin("broken", "VERSION", broken)
 	f.Result("", "VERSION", `{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}`)
@@ -104,16 +116,16 @@ func TestCountAndFailPlugin(t *testing.T) {
 	_, err = call(t, f, context.Background(), "ADD", `{"cniVersion":"1.0.0","name":"net","type":"bridge"}`, nil)
 	require.NoError(t, err)
 
-	assert.Equal(t, 1, f.Count(ocicnitest.Match{Verb: "VERSION", PluginType: "broken"}))
-	assert.Equal(t, 2, f.Count(ocicnitest.Match{Verb: "VERSION"}))
-	assert.Equal(t, 1, f.Count(ocicnitest.Match{Network: "net"}))
-	assert.Equal(t, 3, f.Count(ocicnitest.Match{}), "the zero Match counts every call")
+	assert.Equal(t, 1, f.Count(fakecni.Match{Verb: "VERSION", PluginType: "broken"}))
+	assert.Equal(t, 2, f.Count(fakecni.Match{Verb: "VERSION"}))
+	assert.Equal(t, 1, f.Count(fakecni.Match{Network: "net"}))
+	assert.Equal(t, 3, f.Count(fakecni.Match{}), "the zero Match counts every call")
 
 	f.FailPlugin("broken", "VERSION", nil)
 	_, err = invoke.GetVersionInfo(context.Background(), "/opt/cni/bin/broken", f)
 	require.NoError(t, err, "a nil error clears the failure")
 	f.ResetCalls()
-	assert.Zero(t, f.Count(ocicnitest.Match{}))
+	assert.Zero(t, f.Count(fakecni.Match{}))
 }
 
 func TestFindModesAndLookups(t *testing.T) {
@@ -122,20 +134,20 @@ func TestFindModesAndLookups(t *testing.T) {
 	paths := []string{dirA, dirB}
 	for _, tc := range []struct {
 		name   string
-		mode   ocicnitest.FindMode
+		mode   fakecni.FindMode
 		plugin string
 		want   string // "" for not found
 	}{
-		{"any: no look at the disk", ocicnitest.FindAny, "macvlan", filepath.Join(dirA, "macvlan")},
-		{"any: no path in a name", ocicnitest.FindAny, "../bridge", ""},
-		{"on disk: first dir with the file", ocicnitest.FindOnDisk, "bridge", filepath.Join(dirB, "bridge")},
-		{"on disk: no file", ocicnitest.FindOnDisk, "macvlan", ""},
-		{"on disk: no path in a name", ocicnitest.FindOnDisk, "../" + filepath.Base(dirB) + "/bridge", ""},
-		{"unchecked: any name", ocicnitest.FindUnchecked, "../x", filepath.Join(dirA, "../x")},
-		{"unchecked: still not empty", ocicnitest.FindUnchecked, "", ""},
+		{"any: no look at the disk", fakecni.FindAny, "macvlan", filepath.Join(dirA, "macvlan")},
+		{"any: no path in a name", fakecni.FindAny, "../bridge", ""},
+		{"on disk: first dir with the file", fakecni.FindOnDisk, "bridge", filepath.Join(dirB, "bridge")},
+		{"on disk: no file", fakecni.FindOnDisk, "macvlan", ""},
+		{"on disk: no path in a name", fakecni.FindOnDisk, "../" + filepath.Base(dirB) + "/bridge", ""},
+		{"unchecked: any name", fakecni.FindUnchecked, "../x", filepath.Join(dirA, "../x")},
+		{"unchecked: still not empty", fakecni.FindUnchecked, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := ocicnitest.NewFakeExec()
+			f := fakecni.New()
 			f.SetFindMode(tc.mode)
 			got, err := f.FindInPath(tc.plugin, paths)
 			if tc.want == "" {
@@ -148,8 +160,8 @@ func TestFindModesAndLookups(t *testing.T) {
 		})
 	}
 
-	f := ocicnitest.NewFakeExec()
-	f.SetFindMode(ocicnitest.FindOnDisk)
+	f := fakecni.New()
+	f.SetFindMode(fakecni.FindOnDisk)
 	f.OnlyPlugins("macvlan")
 	_, err := f.FindInPath("bridge", paths)
 	require.Error(t, err, "OnlyPlugins applies on disk too")
@@ -158,7 +170,7 @@ func TestFindModesAndLookups(t *testing.T) {
 }
 
 func TestCallGetenv(t *testing.T) {
-	c := ocicnitest.Call{Env: []string{"CNI_COMMAND=ADD", "CNI_ARGS=a=b;c=d", "CNI_COMMAND=DEL", "NOEQUALS"}}
+	c := fakecni.Call{Env: []string{"CNI_COMMAND=ADD", "CNI_ARGS=a=b;c=d", "CNI_COMMAND=DEL", "NOEQUALS"}}
 	assert.Equal(t, "DEL", c.Getenv("CNI_COMMAND"), "the last value wins")
 	assert.Equal(t, "a=b;c=d", c.Getenv("CNI_ARGS"))
 	assert.Empty(t, c.Getenv("CNI_NETNS"))

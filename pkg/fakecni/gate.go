@@ -1,4 +1,4 @@
-package ocicnitest
+package fakecni
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// GateTimeout bounds [Gate.WaitEntered]: how long the code under test may
-// take to reach a gated call on a loaded machine.
+// GateTimeout bounds [Gate.WaitEntered], unless [WithGateTimeout] says
+// otherwise: how long the code under test may take to reach a gated call
+// on a loaded machine.
 var GateTimeout = 30 * time.Second
 
 // Match selects calls by verb, network and plugin type. An empty field
@@ -29,8 +30,8 @@ func (m Match) matches(c Call) bool {
 
 // Count returns how many recorded calls m matches, VERSION calls included
 // when m selects them (the zero Match counts every call).
-// [FakeExec.ResetCalls] starts the count again.
-func (f *FakeExec) Count(m Match) int {
+// [Exec.ResetCalls] starts the count again.
+func (f *Exec) Count(m Match) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -45,9 +46,10 @@ func (f *FakeExec) Count(m Match) int {
 // Gate holds the calls that its [Match] selects, after recording them and
 // before answering them, until [Gate.Release]: a test waits with
 // [Gate.WaitEntered] until the code under test is inside the call, acts
-// while it is held, and lets it go. Make one with [FakeExec.Gate].
+// while it is held, and lets it go. Make one with [Exec.Gate].
 type Gate struct {
 	match     Match
+	timeout   time.Duration // of WaitEntered
 	ignoreCtx bool
 	released  chan struct{}
 	once      sync.Once
@@ -73,8 +75,8 @@ func IgnoreContext() GateOption { return func(g *Gate) { g.ignoreCtx = true } }
 // A test that holds a call the manager is waiting for releases the gate
 // before the manager's Shutdown: register g.Release with t.Cleanup after
 // the manager is made, so that it runs first.
-func (f *FakeExec) Gate(m Match, opts ...GateOption) *Gate {
-	g := &Gate{match: m, released: make(chan struct{}), changed: make(chan struct{})}
+func (f *Exec) Gate(m Match, opts ...GateOption) *Gate {
+	g := &Gate{match: m, released: make(chan struct{}), changed: make(chan struct{}), timeout: f.gateTimeout}
 	for _, o := range opts {
 		o(g)
 	}
@@ -99,10 +101,10 @@ func (g *Gate) Entered() int {
 }
 
 // WaitEntered waits until n calls have reached the gate, and fails the
-// test after [GateTimeout].
+// test after [GateTimeout] (or the Exec's [WithGateTimeout]).
 func (g *Gate) WaitEntered(tb testing.TB, n int) {
 	tb.Helper()
-	deadline := time.NewTimer(GateTimeout)
+	deadline := time.NewTimer(g.timeout)
 	defer deadline.Stop()
 	for {
 		g.mu.Lock()
@@ -114,7 +116,7 @@ func (g *Gate) WaitEntered(tb testing.TB, n int) {
 		select {
 		case <-changed:
 		case <-deadline.C:
-			tb.Fatalf("ocicnitest: %d of %d calls reached the gate %+v within %v", got, n, g.match, GateTimeout)
+			tb.Fatalf("fakecni: %d of %d calls reached the gate %+v within %v", got, n, g.match, g.timeout)
 			return
 		}
 	}
@@ -136,12 +138,12 @@ func (g *Gate) hold(ctx context.Context, c Call) error {
 	case <-g.released:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("ocicnitest: %s held at a gate until its context ended: %w", c, ctx.Err())
+		return fmt.Errorf("fakecni: %s held at a gate until its context ended: %w", c, ctx.Err())
 	}
 }
 
 // gatesFor returns the gates that select c; f.mu is held.
-func (f *FakeExec) gatesFor(c Call) []*Gate {
+func (f *Exec) gatesFor(c Call) []*Gate {
 	var out []*Gate
 	for _, g := range f.gates {
 		if g.match.matches(c) {

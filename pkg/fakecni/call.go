@@ -1,4 +1,4 @@
-package ocicnitest
+package fakecni
 
 import (
 	"encoding/json"

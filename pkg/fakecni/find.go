@@ -1,4 +1,4 @@
-package ocicnitest
+package fakecni
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 )
 
-// FindMode is how [FakeExec.FindInPath] finds a plugin; see
-// [FakeExec.SetFindMode].
+// FindMode is how [Exec.FindInPath] finds a plugin; see
+// [Exec.SetFindMode].
 type FindMode int
 
 const (
@@ -27,16 +27,16 @@ const (
 )
 
 // SetFindMode sets how FindInPath finds plugins (by default [FindAny]).
-// [FakeExec.OnlyPlugins] applies in every mode.
-func (f *FakeExec) SetFindMode(mode FindMode) {
+// [Exec.OnlyPlugins] applies in every mode.
+func (f *Exec) SetFindMode(mode FindMode) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.find = mode
 }
 
 // Lookups returns how many times FindInPath was asked for plugin, found
-// or not, since the FakeExec was made or [FakeExec.ResetCalls].
-func (f *FakeExec) Lookups(plugin string) int {
+// or not, since the Exec was made or [Exec.ResetCalls].
+func (f *Exec) Lookups(plugin string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lookups[plugin]
@@ -44,9 +44,9 @@ func (f *FakeExec) Lookups(plugin string) int {
 
 // FindInPath returns where plugin is, as the [FindMode] says: by default
 // <first path>/<plugin> for every plugin type that
-// [FakeExec.OnlyPlugins] lets it find, without looking at the disk.
-// Every call is counted ([FakeExec.Lookups]).
-func (f *FakeExec) FindInPath(plugin string, paths []string) (string, error) {
+// [Exec.OnlyPlugins] lets it find, without looking at the disk.
+// Every call is counted ([Exec.Lookups]).
+func (f *Exec) FindInPath(plugin string, paths []string) (string, error) {
 	f.mu.Lock()
 	f.lookups[plugin]++
 	mode, found := f.find, f.only == nil || f.only[plugin]

@@ -1,4 +1,4 @@
-package ocicnitest_test
+package fakecni_test
 
 import (
 	"context"
@@ -13,28 +13,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
 )
 
-// call runs one plugin call through the fake as libcni's invoke would.
-func call(t *testing.T, f *ocicnitest.FakeExec, ctx context.Context, verb, stdin string, args [][2]string) ([]byte, error) {
-	t.Helper()
-	path, err := f.FindInPath("bridge", []string{"/opt/cni/bin"})
-	require.NoError(t, err)
-	env := (&invoke.Args{
-		Command: verb, ContainerID: "ctr", NetNS: "/run/netns/ctr", IfName: "eth0",
-		PluginArgs: args, Path: "/opt/cni/bin",
-	}).AsEnv()
-	return f.ExecPlugin(ctx, path, []byte(stdin), env)
-}
 
 // The default ADD result is at the config's version, and SandboxIPs finds
 // its interface and IP.
 func TestDefaultADDResult(t *testing.T) {
 	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", ""} {
 		t.Run("version "+v, func(t *testing.T) {
-			f := ocicnitest.NewFakeExec()
+			f := fakecni.New()
 			stdin := `{"cniVersion":"` + v + `","name":"net","type":"bridge"}`
 			if v == "" {
 				stdin = `{"name":"net","type":"bridge"}`
@@ -63,7 +53,7 @@ func TestDefaultADDResult(t *testing.T) {
 
 // A chained plugin passes its prevResult on.
 func TestDefaultADDPassesPrevResult(t *testing.T) {
-	f := ocicnitest.NewFakeExec()
+	f := fakecni.New()
 	prev := `{"cniVersion":"1.0.0","ips":[{"address":"192.0.2.7/24"}]}`
 	out, err := call(t, f, context.Background(), "ADD", `{"cniVersion":"1.0.0","name":"net","type":"portmap","prevResult":`+prev+`}`, nil)
 	require.NoError(t, err)
@@ -76,47 +66,47 @@ func TestScripts(t *testing.T) {
 	const custom = `{"cniVersion":"1.0.0","ips":[{"address":"198.51.100.9/24"}]}`
 	for _, tc := range []struct {
 		name    string
-		script  func(f *ocicnitest.FakeExec)
+		script  func(f *fakecni.Exec)
 		verb    string
 		network string
 		wantOut string // "" for no output check
 		wantErr error
 	}{
 		{
-			name: "Fail with a plugin error", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "DEL", busy) },
+			name: "Fail with a plugin error", script: func(f *fakecni.Exec) { f.Fail("net", "DEL", busy) },
 			verb: "DEL", network: "net", wantErr: busy,
 		},
 		{
-			name: "Fail with an exec error", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "ADD", execErr) },
+			name: "Fail with an exec error", script: func(f *fakecni.Exec) { f.Fail("net", "ADD", execErr) },
 			verb: "ADD", network: "net", wantErr: execErr,
 		},
 		{
-			name: "Fail another network", script: func(f *ocicnitest.FakeExec) { f.Fail("other", "DEL", busy) },
+			name: "Fail another network", script: func(f *fakecni.Exec) { f.Fail("other", "DEL", busy) },
 			verb: "DEL", network: "net",
 		},
 		{
-			name: "Fail another verb", script: func(f *ocicnitest.FakeExec) { f.Fail("net", "ADD", busy) },
+			name: "Fail another verb", script: func(f *fakecni.Exec) { f.Fail("net", "ADD", busy) },
 			verb: "DEL", network: "net",
 		},
 		{
-			name: "Result", script: func(f *ocicnitest.FakeExec) { f.Result("net", "ADD", custom) },
+			name: "Result", script: func(f *fakecni.Exec) { f.Result("net", "ADD", custom) },
 			verb: "ADD", network: "net", wantOut: custom,
 		},
-		{name: "Result replaces Fail", script: func(f *ocicnitest.FakeExec) {
+		{name: "Result replaces Fail", script: func(f *fakecni.Exec) {
 			f.Fail("net", "ADD", busy)
 			f.Result("net", "ADD", custom)
 		}, verb: "ADD", network: "net", wantOut: custom},
-		{name: "Clear", script: func(f *ocicnitest.FakeExec) {
+		{name: "Clear", script: func(f *fakecni.Exec) {
 			f.Fail("net", "DEL", busy)
 			f.Clear("net", "DEL")
 		}, verb: "DEL", network: "net"},
 		{
-			name: "Fail VERSION with network empty", script: func(f *ocicnitest.FakeExec) { f.Fail("", "VERSION", execErr) },
+			name: "Fail VERSION with network empty", script: func(f *fakecni.Exec) { f.Fail("", "VERSION", execErr) },
 			verb: "VERSION", network: "", wantErr: execErr,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := ocicnitest.NewFakeExec()
+			f := fakecni.New()
 			tc.script(f)
 			stdin := `{"cniVersion":"1.0.0","name":"` + tc.network + `","type":"bridge"}`
 			if tc.network == "" {
@@ -138,7 +128,7 @@ func TestScripts(t *testing.T) {
 func TestHang(t *testing.T) {
 	const stdin = `{"cniVersion":"1.0.0","name":"net","type":"bridge"}`
 	t.Run("until the context ends", func(t *testing.T) {
-		f := ocicnitest.NewFakeExec()
+		f := fakecni.New()
 		release := f.Hang("net", "ADD")
 		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -148,7 +138,7 @@ func TestHang(t *testing.T) {
 		assert.Len(t, f.Calls("ADD"), 1, "recorded before it hung")
 	})
 	t.Run("until released", func(t *testing.T) {
-		f := ocicnitest.NewFakeExec()
+		f := fakecni.New()
 		release := f.Hang("net", "ADD")
 		f.Fail("net", "ADD", &types.Error{Code: 11, Msg: "busy"})
 		path, err := f.FindInPath("bridge", []string{"/opt/cni/bin"})
@@ -176,7 +166,7 @@ func TestHang(t *testing.T) {
 
 func TestFindInPathAndVersion(t *testing.T) {
 	paths := []string{"/opt/cni/bin", "/usr/libexec/cni"}
-	f := ocicnitest.NewFakeExec()
+	f := fakecni.New()
 	for _, tc := range []struct {
 		name    string
 		only    []string
@@ -241,7 +231,7 @@ func TestManagerSeesPluginsAndVersions(t *testing.T) {
 }
 
 func TestCallRecord(t *testing.T) {
-	f := ocicnitest.NewFakeExec()
+	f := fakecni.New()
 	const stdin = `{"cniVersion":"1.0.0","name":"net","type":"bridge","runtimeConfig":{"portMappings":[]}}`
 	_, err := call(t, f, context.Background(), "CHECK", stdin,
 		[][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAME", "web"}, {"K8S_POD_NAMESPACE", "ns"}})
@@ -277,7 +267,7 @@ func TestCallRecord(t *testing.T) {
 }
 
 func TestSubnets(t *testing.T) {
-	f := ocicnitest.NewFakeExec()
+	f := fakecni.New()
 	f.Subnet("tiny", netip.MustParsePrefix("192.0.2.0/30"))
 	f.Subnet("six", netip.MustParsePrefix("2001:db8::/64"))
 	add := func(network string) (string, error) {
