@@ -18,7 +18,6 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
 )
 
-
 // The default ADD result is at the config's version, and SandboxIPs finds
 // its interface and IP.
 func TestDefaultADDResult(t *testing.T) {
