@@ -7,6 +7,11 @@
 // capability comes through [New] and its options, and through new types
 // such as [TeardownError] and [Outcome].
 //
+// This is the reference. The README
+// (https://github.com/seed-671fdd43/ocicni#readme) is the guide: how to
+// try it, how to switch a runtime over (CRI-O and containerd, through
+// package gocni), and what each behaviour gives a runtime, in short.
+//
 // # Lifecycle
 //
 // [New] reads the conf dir (".conflist", ".conf" and ".json" files, in file
@@ -34,10 +39,6 @@
 // appended in file name order, as libcni 1.3 does. The sub-folder is
 // watched, and the list's bytes, which libcni caches at ADD, are rewritten
 // to hold every plugin, so that a DEL from the cache runs them all.
-//
-// As in libcni, a ".conflist" that does not set loadOnlyInlinedPlugins gets
-// the plugin configs of the ".conf" files in the sub-folder named after its
-// network appended to its plugins, in file name order.
 //
 // The conf dir is not trusted. Only regular files, or symlinks to them, of
 // at most [MaxConfigFileSize] bytes are read, and a FIFO never blocks a
