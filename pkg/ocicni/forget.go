@@ -98,7 +98,7 @@ func (m *Manager) forgottenLine(pod *PodNetwork, f cacheFile) (cache.Attachment,
 		return a, nil
 	}
 	e := f.slot.entry
-	if netns, err := storedNetNS(e.NetNS); err == nil && netns != "" {
+	if netns, err := usableStoredNetNS(e.NetNS); err == nil && netns != "" {
 		a.NetNS = netns
 	}
 	digest, err := m.cache.SaveConfig(pod.ID, e.Config)

@@ -120,7 +120,7 @@ func assertSafeCall(t *testing.T, c execCall) {
 	name, _ := c.stdin["name"].(string)
 	require.NoError(t, cache.ValidateNames(name, c.env["CNI_CONTAINERID"], c.env["CNI_IFNAME"]), "%v", c.env)
 	if ns := c.env["CNI_NETNS"]; ns != "" {
-		_, err := storedNetNS(ns)
+		_, err := usableStoredNetNS(ns)
 		require.NoError(t, err, "CNI_NETNS %q", ns)
 	}
 }

@@ -20,10 +20,10 @@ type slot struct {
 	rec     *cache.Attachment // its line in the order record (saved config, netns, heal state), or nil
 }
 
-// known reports whether anything on disk names the attachment, so that it
+// onDisk reports whether anything on disk names the attachment, so that it
 // may exist: having no config to delete it with is then a failure
 // ([Orphaned]), not a warning.
-func (s *slot) known() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
+func (s *slot) onDisk() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
 
 // corruptPath returns the path of the slot's corrupt cache file, or "".
 func (s *slot) corruptPath() string {

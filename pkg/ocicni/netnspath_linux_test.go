@@ -76,7 +76,7 @@ func TestPerProcessNetNSStrandedHelper(t *testing.T) {
 
 	for _, p := range perProcessNetNS {
 		requirePerProcessRefusal(t, checkNetNS(p))
-		_, err := storedNetNS(p)
+		_, err := usableStoredNetNS(p)
 		requirePerProcessRefusal(t, err)
 	}
 	testPerProcessNetNS(t)

@@ -114,7 +114,7 @@ func TestPerProcessNetNSPath(t *testing.T) {
 }
 
 // The walk applies through checkNetNSPath to setup (checkNetNS) and to
-// caller and stored paths (storedNetNS); unclean spellings are refused
+// caller and stored paths (usableStoredNetNS); unclean spellings are refused
 // before it, as not clean.
 func TestNetNSPathRefusesPerProcess(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -126,7 +126,7 @@ func TestNetNSPathRefusesPerProcess(t *testing.T) {
 	require.NoError(t, os.Symlink("/proc/self/ns/net", l))
 	for _, p := range []string{"/proc/self/ns/net", "/proc/thread-self/ns/net", "/dev/fd/0", l} {
 		require.ErrorIs(t, checkNetNS(p), ErrInvalidArgument, p)
-		ns, err := storedNetNS(p)
+		ns, err := usableStoredNetNS(p)
 		require.ErrorIs(t, err, ErrInvalidArgument, p)
 		assert.Empty(t, ns, p)
 	}

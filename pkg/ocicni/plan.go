@@ -25,10 +25,10 @@ type plan struct {
 	// libcni pointed at an empty cache dir, and the file is removed only
 	// once DEL succeeded.
 	entryPath string
-	// known is set when a cache entry or the order record names the
+	// onDisk is set when a cache entry or the order record names the
 	// attachment, so it may exist: having no config to DEL it with is
 	// then a failure ([Orphaned]), not a warning.
-	known bool
+	onDisk bool
 	// corrupt is why its cache entry is corrupt, if it is; an Orphaned
 	// outcome says so.
 	corrupt error
@@ -40,9 +40,9 @@ type plan struct {
 // config saved with the order record (see [cache.Cache.SaveConfig]); the
 // loaded config. netns is the caller's netns path, which wins over the
 // ones stored in the cache entry and the record; stored paths are used
-// only if they pass [storedNetNS]. It never modifies pod.
+// only if they pass [usableStoredNetNS]. It never modifies pod.
 func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
-	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, known: s.known(), entryPath: s.corruptPath()}
+	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk(), entryPath: s.corruptPath()}
 	if s.corrupt != nil {
 		p.corrupt = s.corrupt
 	}
@@ -96,7 +96,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 
 // slotNetNS returns the netns path stored for an attachment, in its cache
 // entry or else its order record, when a plugin may run in it. A stored
-// path that fails [storedNetNS] is logged, wherever it is stored.
+// path that fails [usableStoredNetNS] is logged, wherever it is stored.
 func (m *Manager) slotNetNS(s *slot, plog func() *logrus.Entry) string {
 	netns, checked := "", ""
 	for _, stored := range []struct{ path, from string }{
@@ -107,7 +107,7 @@ func (m *Manager) slotNetNS(s *slot, plog func() *logrus.Entry) string {
 			continue // usually both store one path: check it once
 		}
 		checked = stored.path
-		path, err := storedNetNS(stored.path)
+		path, err := usableStoredNetNS(stored.path)
 		switch {
 		case err != nil:
 			plog().WithError(err).Warn("Ignoring the netns path of " + stored.from)

@@ -17,9 +17,9 @@ import (
 // Its mutex is a leaf: it is never held while waiting for another lock or
 // while a plugin runs.
 type setupTracker struct {
-	mu       sync.Mutex                 // guards the fields below
-	inflight map[string][]NetAttachment // setups in flight, by sandbox ID
-	watches  map[*setupWatch]struct{}   // open watches
+	mu      sync.Mutex                 // guards the fields below
+	active  map[string][]NetAttachment // setups in flight, by sandbox ID
+	watches map[*setupWatch]struct{}   // open watches
 }
 
 // setupWatch is one GC's view of the setups that overlapped it.
@@ -29,7 +29,7 @@ type setupWatch struct {
 }
 
 func newSetupTracker() *setupTracker {
-	return &setupTracker{inflight: map[string][]NetAttachment{}, watches: map[*setupWatch]struct{}{}}
+	return &setupTracker{active: map[string][]NetAttachment{}, watches: map[*setupWatch]struct{}{}}
 }
 
 // begin registers the setup of sandbox id, which asks for atts, and returns
@@ -37,14 +37,14 @@ func newSetupTracker() *setupTracker {
 // the sandbox's lock, so at most one setup of id is registered at a time.
 func (t *setupTracker) begin(id string, atts []NetAttachment, release func()) func() {
 	t.mu.Lock()
-	t.inflight[id] = atts
+	t.active[id] = atts
 	for w := range t.watches {
 		w.seen[id] = append(w.seen[id], atts...)
 	}
 	t.mu.Unlock()
 	return func() {
 		t.mu.Lock()
-		delete(t.inflight, id)
+		delete(t.active, id)
 		t.mu.Unlock()
 		release()
 	}
@@ -55,8 +55,8 @@ func (t *setupTracker) begin(id string, atts []NetAttachment, release func()) fu
 func (t *setupTracker) watch() *setupWatch {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w := &setupWatch{t: t, seen: make(map[string][]NetAttachment, len(t.inflight))}
-	for id, atts := range t.inflight {
+	w := &setupWatch{t: t, seen: make(map[string][]NetAttachment, len(t.active))}
+	for id, atts := range t.active {
 		w.seen[id] = slices.Clone(atts)
 	}
 	t.watches[w] = struct{}{}

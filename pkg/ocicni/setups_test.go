@@ -47,7 +47,7 @@ func TestSetupTracker(t *testing.T) {
 	}
 	assert.Equal(t, []string{"before", "during"}, w.ids())
 	assert.Equal(t, map[string][]NetAttachment{"before": eth0, "during": net1}, w.attachments())
-	assert.Empty(t, tr.inflight, "every setup ended")
+	assert.Empty(t, tr.active, "every setup ended")
 	assert.Empty(t, tr.watches, "the watch is closed")
 }
 

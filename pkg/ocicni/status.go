@@ -27,7 +27,7 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 // network's version supports it, then returns the cached result; without
 // one it reads the interface's addresses from the netns.
 func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
-	if _, err := storedNetNS(pod.NetNS); err != nil {
+	if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
 	release, log, err := m.beginPodOp(ctx, &pod)

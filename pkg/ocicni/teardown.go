@@ -32,7 +32,7 @@ func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) er
 func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Outcome, error) {
 	if pod.NetNS != "" {
 		// The netns may be gone already, but it must never be the host's.
-		if _, err := storedNetNS(pod.NetNS); err != nil {
+		if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +110,7 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			if p.corrupt != nil {
 				o.Err = fmt.Errorf("%w: %w", p.corrupt, ErrNoConfig)
 			}
-			if p.known {
+			if p.onDisk {
 				o.Class = Orphaned // a failure: returned, not logged here
 			} else {
 				plog().Warn("No config and no cache entry for attachment; nothing to run DEL with")

@@ -150,12 +150,12 @@ func hostNetNS(fi os.FileInfo) bool {
 	return false
 }
 
-// storedNetNS returns the netns path read from a cache entry or an order
+// usableStoredNetNS returns the netns path read from a cache entry or an order
 // record when a plugin may run in it, and "" otherwise: a path of the
 // wrong form, a per-process one, or one that names the host's namespace.
 // A path that no longer exists is kept (DEL must still run for a vanished
 // netns).
-func storedNetNS(path string) (string, error) {
+func usableStoredNetNS(path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
