@@ -140,7 +140,11 @@
 // returns at most two seconds after the plugin ended, even if that process
 // holds the plugin's stdout or stderr open. Off Unix the executor is
 // invoke.RawExec, which kills the plugin alone. A context that is already
-// done starts no plugin, whatever the executor.
+// done starts no plugin, whatever the executor. On Unix the default
+// executor runs the plugins of background DELs (GC's DELs of stale
+// attachments, healing's retries) at nice 19, so that they leave the CPU
+// to the pods being set up; the GC verbs, which pod operations wait for,
+// keep the manager's priority.
 //
 // # Observability
 //

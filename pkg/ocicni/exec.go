@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,6 +100,21 @@ const (
 )
 
 type reasonKey struct{}
+
+// backgroundNice is the nice value (CPU priority, 19 lowest) at which the
+// default executor runs the plugins of background DELs: GC's DELs of
+// stale attachments and healing's retries. Plugin runs are CPU-bound
+// process starts, so without it GC takes CPU from the pods being set up
+// meanwhile. The GC verbs keep the normal priority: pod operations wait
+// for them. A plugin's own children inherit the value.
+const backgroundNice = 19
+
+// inBackground reports whether a plugin run under ctx with environ is a
+// background DEL (see backgroundNice).
+func inBackground(ctx context.Context, environ []string) bool {
+	why, _ := ctx.Value(reasonKey{}).(string)
+	return (why == reasonGC || why == reasonHeal) && slices.Contains(environ, "CNI_COMMAND=DEL")
+}
 
 // withReason returns ctx carrying why the plugins run under it are run.
 func withReason(ctx context.Context, why string) context.Context {

@@ -147,7 +147,7 @@ func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPl
 // sendGCVerbs sends GC to each target network in turn, within bound. The
 // networks it does not reach in time get [ErrGCVerbsSkipped].
 func (m *Manager) sendGCVerbs(ctx context.Context, bound time.Duration, set *networkSet, targets []string, valid *validSet) []error {
-	vctx, cancel := context.WithTimeoutCause(ctx, bound, errGCVerbsBound)
+	vctx, cancel := context.WithTimeoutCause(withReason(ctx, reasonGC), bound, errGCVerbsBound)
 	defer cancel()
 	var errs []error
 	for i, name := range targets {

@@ -34,7 +34,8 @@ const (
 // of its own. When the context is done before the plugin exits, the whole
 // group gets SIGKILL: the plugin and every process it started that stayed
 // in the group. A plugin that exits on its own has nothing killed, so a
-// daemon it leaves behind keeps running.
+// daemon it leaves behind keeps running. Background DELs run at a low
+// CPU priority (see backgroundNice).
 //
 // A process that outlives the plugin (one that left the group with setsid
 // or setpgid before a kill, or any child of a plugin that exited on its
@@ -87,7 +88,13 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = e.waitDelay
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		if inBackground(ctx, environ) {
+			// Best effort: a plugin that already exited has nothing to lower.
+			_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, backgroundNice)
+		}
+		err = cmd.Wait()
+	}
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
 		// The plugin exited 0 after printing its output, but a process
 		// that it left behind held a pipe open past waitDelay. The output

@@ -32,6 +32,9 @@ type Call struct {
 	Stdin map[string]any `json:"stdin"`
 	// PID is the process id of the plugin.
 	PID int `json:"pid"`
+	// Nice is the plugin process's nice value (CPU priority) when it
+	// handled the call; 0 where the recorder cannot tell.
+	Nice int `json:"nice"`
 	// Time is when the plugin started handling the call.
 	Time time.Time `json:"time"`
 }

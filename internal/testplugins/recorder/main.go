@@ -220,6 +220,7 @@ func logCall(verb string, conf *netConf, args *skel.CmdArgs) error {
 		Path:        args.Path,
 		Stdin:       stdin,
 		PID:         os.Getpid(),
+		Nice:        niceValue(),
 		Time:        time.Now(),
 	})
 }

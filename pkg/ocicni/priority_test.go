@@ -1,0 +1,64 @@
+package ocicni
+
+import (
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
+)
+
+// GC's DELs of stale attachments and healing's retries run at the
+// background nice value, so that they leave the CPU to pods being set up;
+// a runtime's setup and teardown, and the GC verbs that pods wait for,
+// run at the manager's own.
+func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	e.addConf("neta", e.gcConflist("neta", nil, nil))
+	flag := e.failingDELNet("flaky")
+	m := e.start(WithHealing(fastHeal))
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	require.NoError(t, err)
+	own := 20 - prio // Linux's getpriority returns 20 minus the nice value
+	require.Less(t, own, backgroundNice, "the test process must not already run at the background nice value")
+
+	kept, stale := e.pod("kept"), e.pod("stale")
+	e.setUp(kept)
+	e.setUp(stale)
+	require.NoError(t, m.GC(e.ctx(), []*PodNetwork{&kept}))
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), kept))
+
+	flaky := e.pod("flaky")
+	flaky.Networks = []NetAttachment{{Name: "flaky"}}
+	e.setUp(flaky)
+	require.Error(t, m.TearDownPodWithContext(e.ctx(), flaky))
+	e.runtimeGivesUp(flaky)
+	require.NoError(t, os.Remove(flag))
+	e.requireHealed(m, flaky, "flaky")
+
+	nice := func(verb, id string) []int {
+		var out []int
+		for _, c := range e.calls(verb) {
+			if c.ContainerID == id {
+				out = append(out, c.Nice)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []int{own}, nice("ADD", stale.ID), "setup")
+	assert.Equal(t, []int{backgroundNice}, nice("DEL", stale.ID), "GC's DEL of a stale attachment")
+	assert.Equal(t, []int{own}, nice("DEL", kept.ID), "the runtime's teardown")
+	gcs := calllog.Filter(e.calls("GC"), "GC")
+	require.Len(t, gcs, 1)
+	assert.Equal(t, own, gcs[0].Nice, "the GC verb, which pods wait for")
+	dels := nice("DEL", flaky.ID)
+	require.GreaterOrEqual(t, len(dels), 2, "the failed teardown, then at least one retry")
+	assert.Equal(t, own, dels[0], "the runtime's teardown")
+	for _, n := range dels[1:] {
+		assert.Equal(t, backgroundNice, n, "healing's retries")
+	}
+}
