@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -18,12 +19,57 @@ import (
 const MaxFileSize = 4 << 20
 
 // Cache gives access to one libcni cache directory. Its methods are safe
-// for concurrent use: a Cache holds no state but the directory and the
-// retired order records it reuses, and every method goes to the file
-// system.
+// for concurrent use: a Cache holds no state but the directory, the
+// retired order records it reuses and, after [Cache.IndexResults], an
+// index of the results directory's file names; every method goes to the
+// file system.
 type Cache struct {
 	dir    string
 	spares *spares // nil in the zero Cache, which reuses no record
+
+	indexMu sync.Mutex
+	index   *nameIndex // nil: ForContainer lists the results directory
+}
+
+// IndexResults makes [Cache.ForContainer] find a container's files in an
+// index of the results directory's names, kept current with inotify,
+// instead of listing a directory that holds an entry for every
+// attachment on the node. What it returns is the same. Where no index can
+// be kept it returns an error matching [ErrNoIndex], and ForContainer
+// keeps listing; so does a lookup that finds the index unsure (events
+// lost, the directory replaced), which rebuilds it. [Cache.Close] ends
+// it. Calling it twice is fine.
+func (c *Cache) IndexResults() error {
+	c.indexMu.Lock()
+	defer c.indexMu.Unlock()
+	if c.index != nil {
+		return nil
+	}
+	w, err := newDirWatch()
+	if err != nil {
+		return err
+	}
+	c.index = newNameIndex(w)
+	return nil
+}
+
+// Close releases the index of [Cache.IndexResults], if any; the Cache
+// keeps working, listing the results directory.
+func (c *Cache) Close() error {
+	c.indexMu.Lock()
+	x := c.index
+	c.index = nil
+	c.indexMu.Unlock()
+	if x == nil {
+		return nil
+	}
+	return x.close()
+}
+
+func (c *Cache) nameIndex() *nameIndex {
+	c.indexMu.Lock()
+	defer c.indexMu.Unlock()
+	return c.index
 }
 
 // New returns a Cache for dir, or for [libcni.CacheDir] when dir is "".
@@ -84,7 +130,7 @@ func (c *Cache) ForContainer(id string) (Listing, error) {
 	if err := ValidateContainerID(id); err != nil {
 		return Listing{}, err
 	}
-	return c.scan(selector{
+	sel := selector{
 		match: func(name string) bool {
 			_, _, ok := SplitFileName(name, id)
 			return ok
@@ -92,7 +138,19 @@ func (c *Cache) ForContainer(id string) (Listing, error) {
 		id:    id,
 		field: func(e *Entry) string { return e.ContainerID },
 		want:  id,
-	})
+	}
+	if x := c.nameIndex(); x != nil {
+		if names, ok := x.lookup(c.ResultsDir(), id); ok {
+			var l Listing
+			for _, name := range names {
+				if sel.match(name) {
+					sel.read(&l, filepath.Join(c.ResultsDir(), name))
+				}
+			}
+			return l, nil
+		}
+	}
+	return c.scan(sel)
 }
 
 // Get reads the entry stored in <results>/<network>-<id>-<ifname>. Unlike

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,8 +179,10 @@ func percentile(ds []time.Duration, p float64) float64 {
 // networks (9,000 valid pods and 1,000 stale ones, whose netns are gone)
 // with real plugins, while two workers set pods up and tear them down on
 // another bridge network. It reports GC's wall time (and, of it, the time
-// planning takes on its own), the setup latency without GC and for setups
-// that started during GC, and logs how GC's plugin runs were spent.
+// planning takes on its own), its exec floor (its plugin runs, each at the
+// cost of one run of the same plugin alone; see sampleDELs) and the ratio
+// of the two, the setup latency without GC and for setups that started
+// during GC, and logs how GC's plugin runs were spent.
 //
 // "onenet" is the layout of the issue, every attachment on one network:
 // there host-local's DEL, which walks its whole store under its lock,
@@ -221,6 +224,7 @@ func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, worke
 	plan := time.Since(start)
 	watch.stop()
 	require.Len(b, planned.stale, gcBenchStale)
+	perExec := e.sampleDELs(ctx, gcFloorSample)
 	b.StartTimer()
 	start = time.Now()
 	require.NoError(b, e.m.GC(ctx, e.valid))
@@ -228,6 +232,7 @@ func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, worke
 	b.StopTimer()
 	e.check()
 	e.logExecs(b, "GC alone")
+	floor := e.floor(perExec)
 
 	e = newGCBenchEnv(b, layout, setupNet, workers)
 	base := e.baseline(ctx, gcBenchBaseline/2, fmt.Sprint("pre", i))
@@ -236,9 +241,56 @@ func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, worke
 	e.check()
 	e.logExecs(b, "GC during setups")
 	b.ReportMetric(float64(alone.Milliseconds()), "gc-ms")
+	b.ReportMetric(float64(floor.Milliseconds()), "floor-ms")
+	b.ReportMetric(float64(alone)/float64(floor), "gc/floor")
 	b.ReportMetric(float64(plan.Milliseconds()), "plan-ms")
 	b.ReportMetric(float64(busy.Milliseconds()), "gc-busy-ms")
 	reportLatencies(b, base, during)
+}
+
+// gcFloorSample is how many stale sandboxes are torn down one at a time,
+// before GC, to time one exec of each of their plugins.
+const gcFloorSample = 20
+
+// sampleDELs tears down n stale sandboxes one after the other, as a
+// runtime would, and returns the mean duration of one run of each of
+// their plugins, by "VERB plugin": what one exec costs on this machine
+// when nothing else runs. GC then has n fewer stale sandboxes.
+func (e *gcBenchEnv) sampleDELs(ctx context.Context, n int) map[string]time.Duration {
+	e.b.Helper()
+	e.mu.Lock()
+	clear(e.execs)
+	e.mu.Unlock()
+	for i := range n {
+		id := fmt.Sprintf("gcbench%08x", gcBenchEntries-gcBenchStale+i)
+		require.NoError(e.b, e.m.TearDownPodWithContext(ctx, PodNetwork{ID: id, Name: id, Namespace: "bench"}))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]time.Duration{}
+	for k, st := range e.execs {
+		out[k] = st.total / time.Duration(st.n)
+	}
+	clear(e.execs)
+	return out
+}
+
+// floor is the exec floor of the last GC: each of its DEL runs at the cost
+// of one run of the same plugin alone (perExec), plus its GC verbs as they
+// ran (one at a time already, with pods excluded).
+func (e *gcBenchEnv) floor(perExec map[string]time.Duration) time.Duration {
+	e.b.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var floor time.Duration
+	for k, st := range e.execs {
+		if c, ok := perExec[k]; ok && strings.HasPrefix(k, "DEL ") {
+			floor += time.Duration(st.n) * c
+			continue
+		}
+		floor += st.total
+	}
+	return floor
 }
 
 // reportLatencies reports the setup latencies without GC (base) and of

@@ -118,6 +118,11 @@ func New(opts ...Option) (*Manager, error) {
 		m.watcher = w
 	}
 	m.healer = newHealer(m, o.heal)
+	// An index of the results dir's names keeps a teardown's cost flat on
+	// a node with thousands of entries; without one, each lists the dir.
+	if err := m.cache.IndexResults(); err != nil {
+		m.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
+	}
 	m.reload(m.ctx)
 	if !o.heal.Disabled {
 		m.wg.Add(1)
@@ -252,5 +257,6 @@ func (m *Manager) Shutdown() error {
 	m.loader.versions.wait()
 	m.rollbacks.wait()
 	m.healer.active.wait()
+	_ = m.cache.Close() // what follows lists the results dir
 	return nil
 }

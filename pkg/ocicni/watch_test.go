@@ -542,7 +542,7 @@ func TestWatchShutdown(t *testing.T) {
 	m := e.manager(t)
 	started := newGoroutines(before)
 	require.NotEmpty(t, started, "New starts the watcher")
-	require.Equal(t, fds+1, inotifyFDs(t))
+	require.Equal(t, fds+2, inotifyFDs(t), "the config watcher's and the results index's")
 	writeConf(t, e.confDir, "20-b.conflist", conflist("b", "1.0.0", "good"))
 	waitNetworks(t, m, "a", "b")
 
@@ -655,5 +655,5 @@ func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 	require.False(t, closed(), "Shutdown returned while the watcher was busy")
 	slow.release()
 	require.Eventually(t, closed, watchTimeout, watchTick)
-	assert.Equal(t, fds-1, inotifyFDs(t))
+	assert.Equal(t, fds-2, inotifyFDs(t), "the config watcher's and the results index's are closed")
 }

@@ -1,0 +1,189 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCandidateIDs(t *testing.T) {
+	for name, want := range map[string][]string{
+		"net-ctr-eth0":         {"ctr"},
+		"my-net-abc-def-eth0":  {"net", "net-abc", "net-abc-def", "abc", "abc-def", "def"},
+		"-ctr-eth0":            nil,
+		"net--eth0":            nil,
+		"net-ctr-":             nil,
+		"noname":               nil,
+		"net-c-e":              {"c"},
+		"a-b-c-d":              {"b", "b-c", "c"},
+		"net-abc-abc-eth0":     {"abc", "abc-abc"},
+		"net-ctr-eth0.tmp-123": {"ctr", "ctr-eth0.tmp", "eth0.tmp"},
+	} {
+		assert.ElementsMatch(t, want, candidateIDs(name), name)
+	}
+}
+
+// indexed returns a Cache with an index, and one without, on one fresh
+// directory.
+func indexed(t *testing.T) (withIndex, without *Cache) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the index needs inotify")
+	}
+	dir := t.TempDir()
+	withIndex, without = New(dir), New(dir)
+	require.NoError(t, withIndex.IndexResults())
+	require.NoError(t, withIndex.IndexResults(), "twice is fine")
+	t.Cleanup(func() { require.NoError(t, withIndex.Close()) })
+	return withIndex, without
+}
+
+// requireSame checks that ForContainer answers the same with and without
+// the index, for every id.
+func requireSame(t *testing.T, a, b *Cache, ids []string, step string) {
+	t.Helper()
+	for _, id := range ids {
+		la, erra := a.ForContainer(id)
+		lb, errb := b.ForContainer(id)
+		require.NoError(t, erra)
+		require.NoError(t, errb)
+		require.Equal(t, entryPaths(lb), entryPaths(la), "%s: entries of %s", step, id)
+		require.Equal(t, len(lb.Corrupt), len(la.Corrupt), "%s: corrupt files of %s", step, id)
+		for i := range lb.Corrupt {
+			require.Equal(t, lb.Corrupt[i].Path, la.Corrupt[i].Path, "%s: corrupt files of %s", step, id)
+		}
+	}
+}
+
+func entryPaths(l Listing) []string {
+	var out []string
+	for _, e := range l.Entries {
+		out = append(out, e.Path)
+	}
+	return out
+}
+
+// A random sequence of what libcni, other libcni users, CRI-O's hand
+// removals and an operator do to the results directory: the index answers
+// exactly as a listing does after every step, from before the directory
+// exists until after it is removed and made again.
+func TestIndexAgreesWithListing(t *testing.T) {
+	c, plain := indexed(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := []string{"ctr", "abc", "abc-def", "def", "x-y-z", "y", "gone"}
+	nets := []string{"net", "my-net", "net-abc", "cbr0"}
+	ifs := []string{"eth0", "eth1", "net1"}
+	results := c.ResultsDir()
+	requireSame(t, c, plain, ids, "no results directory")
+	require.NoError(t, os.MkdirAll(results, 0o700))
+	requireSame(t, c, plain, ids, "empty results directory")
+
+	entry := func() (string, []byte) {
+		id, n, ifn := ids[rng.IntN(len(ids))], nets[rng.IntN(len(nets))], ifs[rng.IntN(len(ifs))]
+		data := fmt.Appendf(nil, `{"kind":"cniCacheV1","containerId":%q,"networkName":%q,"ifName":%q,"config":"e30="}`, id, n, ifn)
+		if rng.IntN(8) == 0 {
+			data = []byte("{corrupt")
+		}
+		return n + "-" + id + "-" + ifn, data
+	}
+	existing := func() string {
+		des, err := os.ReadDir(results)
+		require.NoError(t, err)
+		if len(des) == 0 {
+			return ""
+		}
+		return des[rng.IntN(len(des))].Name()
+	}
+	isDir := func(name string) bool {
+		fi, err := os.Lstat(filepath.Join(results, name))
+		return err == nil && fi.IsDir()
+	}
+	exists := func(name string) bool {
+		_, err := os.Lstat(filepath.Join(results, name))
+		return err == nil
+	}
+	for step := range 400 {
+		var what string
+		switch op := rng.IntN(10); {
+		case op < 5:
+			name, data := entry()
+			if isDir(name) {
+				continue
+			}
+			what = "write " + name
+			require.NoError(t, os.WriteFile(filepath.Join(results, name), data, 0o600))
+		case op < 7:
+			if name := existing(); name != "" {
+				what = "remove " + name
+				require.NoError(t, os.RemoveAll(filepath.Join(results, name)))
+			}
+		case op < 8:
+			if name := existing(); name != "" {
+				to, _ := entry()
+				if isDir(to) || isDir(name) && exists(to) {
+					continue
+				}
+				what = "rename " + name + " to " + to
+				require.NoError(t, os.Rename(filepath.Join(results, name), filepath.Join(results, to)))
+			}
+		case op < 9:
+			name, _ := entry()
+			what = "mkdir " + name
+			if err := os.Mkdir(filepath.Join(results, name), 0o700); err != nil {
+				require.ErrorIs(t, err, os.ErrExist)
+			}
+		default:
+			// An entry renamed in from outside, as an atomic writer does.
+			name, data := entry()
+			if isDir(name) {
+				continue
+			}
+			what = "rename in " + name
+			tmp := filepath.Join(c.Dir(), "staged")
+			require.NoError(t, os.WriteFile(tmp, data, 0o600))
+			require.NoError(t, os.Rename(tmp, filepath.Join(results, name)))
+		}
+		if step%3 == 0 { // several changes between lookups, too
+			requireSame(t, c, plain, ids, fmt.Sprintf("step %d (%s)", step, what))
+		}
+	}
+	requireSame(t, c, plain, ids, "end")
+
+	// The directory removed and made again: the index rebuilds itself.
+	require.NoError(t, os.RemoveAll(results))
+	requireSame(t, c, plain, ids, "results directory removed")
+	require.NoError(t, os.MkdirAll(results, 0o700))
+	name, data := entry()
+	require.NoError(t, os.WriteFile(filepath.Join(results, name), data, 0o600))
+	requireSame(t, c, plain, ids, "results directory made again")
+	require.True(t, c.nameIndex().watching, "the index watches the new directory")
+}
+
+// After Close, ForContainer lists the directory again.
+func TestIndexClose(t *testing.T) {
+	c, plain := indexed(t)
+	require.NoError(t, os.MkdirAll(c.ResultsDir(), 0o700))
+	writeResult(t, c, "net-ctr-eth0", []byte(`{"kind":"cniCacheV1","containerId":"ctr","networkName":"net","ifName":"eth0"}`))
+	requireSame(t, c, plain, []string{"ctr"}, "indexed")
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "twice is fine")
+	writeResult(t, c, "net-ctr-eth1", []byte(`{"kind":"cniCacheV1","containerId":"ctr","networkName":"net","ifName":"eth1"}`))
+	l, err := c.ForContainer("ctr")
+	require.NoError(t, err)
+	assert.Len(t, l.Entries, 2)
+}
+
+func TestIndexResultsUnsupported(t *testing.T) {
+	if runtime.GOOS == "linux" {
+		t.Skip("inotify is there")
+	}
+	err := New(t.TempDir()).IndexResults()
+	require.True(t, errors.Is(err, ErrNoIndex), "%v", err)
+}
