@@ -1,6 +1,7 @@
 package ocicni
 
 import (
+	"container/heap"
 	"context"
 	"math/rand/v2"
 	"sync"
@@ -79,8 +80,9 @@ func (p HealPolicy) backoff(attempts int) time.Duration {
 type healer struct {
 	m      *Manager
 	policy HealPolicy
-	mu     sync.Mutex           // guards due
+	mu     sync.Mutex           // guards due and queue
 	due    map[string]time.Time // sandbox ID -> when its next retry is due
+	queue  healQueue            // due's entries by time, and stale ones (see next)
 	wake   chan struct{}        // capacity 1: the schedule changed
 	active *inflight            // retries in flight, which Shutdown waits for
 }
@@ -98,6 +100,7 @@ func (h *healer) schedule(id string, at time.Time) {
 	h.mu.Lock()
 	if cur, ok := h.due[id]; !ok || at.Before(cur) {
 		h.due[id] = at
+		heap.Push(&h.queue, healAt{id: id, at: at})
 	}
 	h.mu.Unlock()
 	select {
@@ -106,18 +109,42 @@ func (h *healer) schedule(id string, at time.Time) {
 	}
 }
 
-// next returns the sandbox whose retry is due first and when.
+// next returns the sandbox whose retry is due first and when. Entries of
+// the queue that due no longer holds (taken, or moved earlier) are
+// dropped on the way.
 func (h *healer) next() (string, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var id string
-	var at time.Time
-	for k, t := range h.due {
-		if id == "" || t.Before(at) || (t.Equal(at) && k < id) {
-			id, at = k, t
+	for h.queue.Len() > 0 {
+		top := h.queue[0]
+		if at, ok := h.due[top.id]; ok && at.Equal(top.at) {
+			return top.id, top.at
 		}
+		heap.Pop(&h.queue)
 	}
-	return id, at
+	return "", time.Time{}
+}
+
+// healAt is one scheduled retry.
+type healAt struct {
+	id string
+	at time.Time
+}
+
+// healQueue is a min-heap of retries by time, then sandbox ID.
+type healQueue []healAt
+
+func (q healQueue) Len() int { return len(q) }
+func (q healQueue) Less(i, j int) bool {
+	return q[i].at.Before(q[j].at) || q[i].at.Equal(q[j].at) && q[i].id < q[j].id
+}
+func (q healQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *healQueue) Push(x any)   { *q = append(*q, x.(healAt)) }
+func (q *healQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
 }
 
 func (h *healer) take(id string) {

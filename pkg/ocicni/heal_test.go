@@ -2,6 +2,7 @@ package ocicni
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -398,4 +399,30 @@ func TestHealResumesAfterKill(t *testing.T) {
 	m := e.start(WithHealing(fastHeal), WithPluginHook(runs.hook))
 	e.requireHealed(m, pod, "flaky")
 	assert.Positive(t, runs.count("DEL", pod.ID, reasonHeal))
+}
+
+// The schedule hands out retries by time, then sandbox ID, each once, and
+// a retry moved earlier goes at its new time.
+func TestHealScheduleOrder(t *testing.T) {
+	h := newHealer(nil, HealPolicy{})
+	t0 := time.Unix(1000, 0)
+	h.schedule("c", t0.Add(3*time.Second))
+	h.schedule("a", t0.Add(2*time.Second))
+	h.schedule("b", t0.Add(2*time.Second))
+	h.schedule("d", t0.Add(5*time.Second))
+	h.schedule("d", t0.Add(1*time.Second)) // earlier: moves
+	h.schedule("a", t0.Add(9*time.Second)) // later: stays
+	var got []string
+	for {
+		id, at := h.next()
+		if id == "" {
+			break
+		}
+		got = append(got, fmt.Sprintf("%s@%d", id, at.Sub(t0)/time.Second))
+		h.take(id)
+	}
+	assert.Equal(t, []string{"d@1", "a@2", "b@2", "c@3"}, got)
+	h.schedule("a", t0)
+	id, _ := h.next()
+	assert.Equal(t, "a", id, "a taken retry can be scheduled again")
 }
