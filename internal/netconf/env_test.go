@@ -1,0 +1,132 @@
+package netconf_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/conflist"
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
+)
+
+// loadBound is how long a load of a few small files may take, even on a
+// loaded machine. It bounds calls that must return; nothing waits for it
+// to pass.
+const loadBound = 5 * time.Second
+
+// env is a conf dir and a bin dir under one test-owned root, and a fake
+// exec that finds a plugin where a file of its name is (none is ever run)
+// and answers VERSION: loading needs no plugin to run.
+type env struct {
+	confDir, binDir string
+	exec            *ocicnitest.FakeExec
+	log             *test.Hook
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	e := &env{confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: ocicnitest.NewFakeExec()}
+	e.exec.SetFindMode(ocicnitest.FindOnDisk)
+	require.NoError(t, os.Mkdir(e.confDir, 0o755))
+	require.NoError(t, os.Mkdir(e.binDir, 0o755))
+	e.install(t, "good")
+	return e
+}
+
+// loader creates a loader without a watcher that waits a minute for
+// VERSION answers; set changes the config first. It is shut down at
+// cleanup.
+func (e *env) loader(t *testing.T, set func(*netconf.Config)) *netconf.Loader {
+	t.Helper()
+	logger, hook := test.NewNullLogger()
+	logger.SetLevel(logrus.DebugLevel)
+	e.log = hook
+	cfg := netconf.Config{
+		ConfDir: e.confDir, BinDirs: []string{e.binDir},
+		Exec: e.exec, Log: logrus.NewEntry(logger),
+		VersionWait: time.Minute,
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	var l *netconf.Loader
+	var err error
+	within(t, loadBound, "New", func() { l, err = netconf.New(cfg) })
+	require.NoError(t, err)
+	t.Cleanup(l.Shutdown)
+	return l
+}
+
+// install puts a plugin file into the bin dir; it is never run.
+func (e *env) install(t *testing.T, typ string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(e.binDir, typ), nil, 0o755))
+}
+
+// write writes a config file into the conf dir and returns its path.
+func (e *env) write(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(e.confDir, name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+// versionGate holds the VERSION calls of plugin type typ; see
+// ocicnitest.FakeExec.Gate. Tests register its Release with t.Cleanup
+// after the loader is made, so that it runs before the loader's Shutdown
+// waits for the calls.
+func (e *env) versionGate(typ string, opts ...ocicnitest.GateOption) *ocicnitest.Gate {
+	return e.exec.Gate(ocicnitest.Match{Verb: "VERSION", PluginType: typ}, opts...)
+}
+
+// list returns a network config list with one plugin per type.
+func list(name string, types ...string) string {
+	return string(conflist.Build(name, "1.0.0", types...))
+}
+
+// pluginTypes returns the plugin types of network name in set, nil if
+// it is not loaded.
+func pluginTypes(set *netconf.Set, name string) []string {
+	n := set.Network(name)
+	if n == nil {
+		return nil
+	}
+	types := make([]string, 0, len(n.List.Plugins))
+	for _, p := range n.List.Plugins {
+		types = append(types, p.Network.Type)
+	}
+	return types
+}
+
+// within runs f in a goroutine and fails the test if f has not returned
+// after d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		require.FailNow(t, what+" did not return in time", "after %v", d)
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

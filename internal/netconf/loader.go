@@ -1,0 +1,149 @@
+package netconf
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/sirupsen/logrus"
+)
+
+// Config configures a [Loader]. Every field but Exec and Log has a
+// meaningful zero value.
+type Config struct {
+	ConfDir string   // the directory of network configuration files
+	BinDirs []string // where plugin binaries are looked for
+	// DefaultNetwork fixes the default network's name; "" makes it the
+	// first valid file's network, following the directory.
+	DefaultNetwork string
+	// Exec finds plugin binaries and runs their VERSION. A FindInPath
+	// error that does not wrap [ErrPluginNotFound] yet is wrapped in it.
+	Exec invoke.Exec
+	Log  *logrus.Entry
+	// Watch starts the watcher: a load on every burst of changes in the
+	// conf dir, its sub-folders and the bin dirs, Debounce apart (see
+	// [Loader]).
+	Watch    bool
+	Debounce time.Duration
+	// VersionWait is how long a load waits for VERSION answers
+	// ([DefaultVersionWait] when 0), VersionTimeout how long one VERSION
+	// call may take ([DefaultVersionTimeout] when 0).
+	VersionWait    time.Duration
+	VersionTimeout time.Duration
+}
+
+// Loader owns the network configuration: it reads the conf dir, probes
+// plugin binaries with VERSION, publishes each new [Set] atomically, and,
+// with [Config].Watch, loads again on every burst of changes. See the
+// package doc.
+type Loader struct {
+	confDir  string
+	binDirs  []string
+	fixed    string // the default network's fixed name, if any
+	exec     invoke.Exec
+	log      *logrus.Entry
+	wait     time.Duration // how long a load waits for VERSION answers
+	versions *versionCache
+	watcher  *watcher // nil without one; only its stats are read outside its goroutine
+
+	// lock is a 1-slot semaphore, so that waiting for it respects the
+	// context. It guards the fields below and the stores to current. Lock
+	// order: lock, then versionCache.mu, then pub.mu (in publish).
+	// requests.mu is a leaf, never held with another.
+	lock      chan struct{}
+	files     map[string]*parsedFile
+	gen       uint64 // loads that have read the conf dir
+	published uint64 // gen of the load that published last
+
+	// current is the set published last, read without locks; stored only
+	// by publish.
+	current atomic.Pointer[Set]
+	pub     publications
+	reqs    requests
+
+	cancel context.CancelFunc // stops the watcher
+	wg     sync.WaitGroup     // the watcher goroutine
+	stop   sync.Once
+}
+
+// New creates a loader and runs its first load before it returns; a
+// failure of that load (an unreadable conf dir) is logged, and leaves the
+// set empty until a later load succeeds. With [Config].Watch, the watches
+// are in place before the first load, so that a file written between the
+// two is not missed, and the watcher runs until [Loader.Shutdown]. New
+// fails only when the watcher cannot be created.
+func New(cfg Config) (*Loader, error) {
+	if cfg.VersionWait == 0 {
+		cfg.VersionWait = DefaultVersionWait
+	}
+	if cfg.VersionTimeout == 0 {
+		cfg.VersionTimeout = DefaultVersionTimeout
+	}
+	l := &Loader{
+		confDir: cfg.ConfDir,
+		binDirs: cfg.BinDirs,
+		fixed:   cfg.DefaultNetwork,
+		exec:    cfg.Exec,
+		log:     cfg.Log,
+		wait:    cfg.VersionWait,
+		lock:    make(chan struct{}, 1),
+		files:   make(map[string]*parsedFile),
+		pub:     publications{next: make(chan struct{})},
+		reqs:    requests{active: newInflight()},
+	}
+	// An answer that a load stopped waiting for brings its network in
+	// through a load of its own.
+	l.versions = newVersionCache(cfg.Exec, cfg.VersionTimeout, func() { l.RequestLoad() })
+	l.current.Store(NewSet(cfg.ConfDir, cfg.DefaultNetwork))
+	if cfg.Watch {
+		w, err := newWatcher(cfg.ConfDir, cfg.BinDirs, cfg.Debounce, l.watchLoad, cfg.Log)
+		if err != nil {
+			return nil, err
+		}
+		l.watcher = w
+	}
+	l.loadOrLog(context.Background(), false)
+	if l.watcher != nil {
+		var ctx context.Context
+		ctx, l.cancel = context.WithCancel(context.Background())
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.watcher.run(ctx)
+		}()
+	}
+	return l, nil
+}
+
+// Snapshot returns the set published last. It never waits.
+func (l *Loader) Snapshot() *Set { return l.current.Load() }
+
+// Shutdown stops the watcher and waits for it, for the requested loads
+// that are running or due (see [Loader.RequestLoad]) and for the VERSION
+// calls in flight, each bounded by its timeout. The loader keeps serving
+// afterwards, as one created without a watcher: [Loader.Load],
+// [Loader.RequestLoad] and [Loader.Lookup] still load. It is safe to call
+// more than once, also concurrently.
+func (l *Loader) Shutdown() {
+	l.stop.Do(func() {
+		if l.cancel != nil {
+			l.cancel()
+		}
+	})
+	l.wg.Wait()
+	l.reqs.active.wait()
+	l.versions.wait()
+}
+
+func (l *Loader) acquire(ctx context.Context) error {
+	select {
+	case l.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Loader) release() { <-l.lock }

@@ -1,0 +1,316 @@
+package netconf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/sirupsen/logrus"
+)
+
+const (
+	// maxLoadDelay caps how long a continuous stream of events can
+	// postpone a load.
+	maxLoadDelay = time.Second
+	// resyncInterval is how often the watcher re-checks that its watches
+	// are in place, in case an event was lost.
+	resyncInterval = 30 * time.Second
+)
+
+// watcher runs a load when the conf dir or a bin dir changes. Each target dir is watched when it exists, and so is its parent
+// (or nearest existing ancestor), so that a dir created late, or deleted
+// and recreated, is picked up. Every sub-folder of the conf dir is watched
+// too: a network's plugin sub-folder <confdir>/<name>/ adds plugins to it.
+//
+// The first event of a burst loads at once, and the events that follow
+// within the debounce window are gathered into one trailing load (see
+// [debouncer]). The leading load is provisional: it logs a new file that
+// it cannot read or parse at Debug only, since the file may be
+// half-written, and makes a trailing load due, which logs the file at
+// Warn if it is still unusable.
+type watcher struct {
+	confDir string
+	targets []string // the conf dir and the bin dirs
+	// load runs one load, provisional when leading, and reports whether
+	// the set published last holds unconfirmed skips.
+	load func(ctx context.Context, leading bool) (unconfirmed bool)
+	log  *logrus.Entry
+	fsw  *fsnotify.Watcher
+
+	// Owned by the goroutine that runs [watcher.run].
+	deb     debouncer
+	timer   *time.Timer     // fires the trailing load
+	subDirs map[string]bool // the conf dir's sub-folders at the last sync
+
+	stats watchStats
+}
+
+// watchStats is what the watcher has done (see [WatchStats]). The watcher
+// goroutine writes it; any goroutine may read it.
+type watchStats struct {
+	leading  atomic.Int64 // loads run at the first event of a burst
+	trailing atomic.Int64 // loads run at the end of a burst
+	// readyAt is the time (Unix nanoseconds) from which an event loads at
+	// once; math.MaxInt64 while a load runs or is due. It is stored after
+	// the counters.
+	readyAt atomic.Int64
+}
+
+// WatchStats is what the watcher has done, for tests and benchmarks.
+type WatchStats struct {
+	Leading  int64 // loads run at the first event of a burst
+	Trailing int64 // loads run at the end of a burst
+	// Busy is set while a load runs or a trailing load is due; otherwise
+	// ReadyAt is when an event will load at once (the zero time: now).
+	Busy    bool
+	ReadyAt time.Time
+}
+
+// Idle reports whether an event at now loads at once: the watcher's burst
+// is over, and its events have all been handled.
+func (s WatchStats) Idle(now time.Time) bool { return !s.Busy && !now.Before(s.ReadyAt) }
+
+// WatchStats returns what the watcher has done so far; the zero value
+// without a watcher.
+func (l *Loader) WatchStats() WatchStats {
+	if l.watcher == nil {
+		return WatchStats{}
+	}
+	st := &l.watcher.stats
+	var s WatchStats
+	// readyAt first: it is stored after the counters, so the counters
+	// read next are at least as recent.
+	switch at := st.readyAt.Load(); at {
+	case math.MaxInt64:
+		s.Busy = true
+	case 0:
+	default:
+		s.ReadyAt = time.Unix(0, at)
+	}
+	s.Leading, s.Trailing = st.leading.Load(), st.trailing.Load()
+	return s
+}
+
+// newWatcher watches confDir and binDirs, and calls load for each burst
+// of changes. Its owner runs [watcher.run] and cancels its context.
+func newWatcher(confDir string, binDirs []string, debounce time.Duration,
+	load func(ctx context.Context, leading bool) bool, log *logrus.Entry,
+) (*watcher, error) {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: creating fsnotify watcher: %w", err)
+	}
+	w := &watcher{
+		confDir: confDir,
+		targets: append([]string{confDir}, binDirs...),
+		deb:     debouncer{window: debounce, maxDelay: maxLoadDelay},
+		load:    load,
+		log:     log.WithField("component", "watcher"),
+		fsw:     fsw,
+	}
+	w.sync()
+	return w, nil
+}
+
+// sync adds and removes watches so that they match the dirs that exist
+// now. It reports whether a target dir is newly watched.
+func (w *watcher) sync() bool {
+	want := map[string]bool{}
+	for _, t := range w.targets {
+		if isDir(t) {
+			want[t] = true
+		}
+		if a := existingAncestor(filepath.Dir(t)); a != "" {
+			want[a] = true
+		}
+	}
+	w.subDirs = map[string]bool{}
+	if des, err := os.ReadDir(w.confDir); err == nil {
+		for _, de := range des {
+			if de.IsDir() {
+				sub := filepath.Join(w.confDir, de.Name())
+				want[sub] = true
+				w.subDirs[sub] = true
+			}
+		}
+	}
+	have := map[string]bool{}
+	for _, d := range w.fsw.WatchList() {
+		have[d] = true
+	}
+	added := false
+	for d := range want {
+		if have[d] {
+			continue
+		}
+		if err := w.fsw.Add(d); err != nil {
+			w.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
+			continue
+		}
+		if slices.Contains(w.targets, d) {
+			added = true
+		}
+	}
+	for d := range have {
+		if !want[d] {
+			_ = w.fsw.Remove(d)
+		}
+	}
+	return added
+}
+
+// relevant reports whether an event concerns a target dir or its content,
+// or the content of a plugin sub-folder of the conf dir. In the conf dir,
+// only config files and sub-folders are read: a file staged under another
+// name (such as 10-a.conflist.tmp) before it is renamed into place is no
+// change, so that the rename, not the staging, opens the burst.
+func (w *watcher) relevant(ev fsnotify.Event) bool {
+	name, dir := ev.Name, filepath.Dir(ev.Name)
+	for _, t := range w.targets {
+		if name == t || strings.HasPrefix(t, name+string(filepath.Separator)) {
+			return true // a target dir or one of its ancestors
+		}
+	}
+	switch {
+	case slices.Contains(w.targets[1:], dir):
+		return true // in a bin dir
+	case dir == w.confDir:
+		return slices.Contains(confExtensions, filepath.Ext(name)) || w.subDirs[name] || isDir(name)
+	case filepath.Dir(dir) == w.confDir:
+		return filepath.Ext(name) == ".conf" // in a plugin sub-folder
+	}
+	return false
+}
+
+// run handles events until ctx is done or the fsnotify channels close,
+// then closes the fsnotify watcher.
+func (w *watcher) run(ctx context.Context) {
+	defer w.fsw.Close()
+	resync := time.NewTicker(resyncInterval)
+	defer resync.Stop()
+	w.timer = time.NewTimer(0)
+	if !w.timer.Stop() {
+		<-w.timer.C
+	}
+	w.updateReady()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.fsw.Events:
+			if !ok {
+				return
+			}
+			if w.event(ev) {
+				w.changed(ctx)
+			}
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return
+			}
+			w.failed(err)
+			w.changed(ctx)
+		case <-w.timer.C:
+			w.deb.fire()
+			w.sync()
+			w.loadNow(ctx, false)
+		case <-resync.C:
+			if w.sync() {
+				w.changed(ctx)
+			}
+		}
+	}
+}
+
+// event reports whether an event is relevant, and re-syncs the watches
+// when a dir may have come or gone.
+func (w *watcher) event(ev fsnotify.Event) bool {
+	if !w.relevant(ev) {
+		return false
+	}
+	w.log.WithField("event", ev.String()).Debug("CNI directory event")
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Create) {
+		w.sync() // a target dir may have gone or come
+	}
+	return true
+}
+
+// failed handles an overflow or a lost watch: re-check, then load.
+func (w *watcher) failed(err error) {
+	w.log.WithError(err).Error("CNI directory watch error; re-syncing")
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		w.log.Warn("Event queue overflowed")
+	}
+	w.sync()
+}
+
+// changed loads at once when a change opens a burst, and otherwise
+// (re)arms the trailing load.
+func (w *watcher) changed(ctx context.Context) {
+	leading, delay := w.deb.event(time.Now())
+	if leading {
+		w.loadNow(ctx, true)
+		return
+	}
+	w.timer.Reset(delay)
+	w.updateReady()
+}
+
+// loadNow runs a load. When a leading load leaves skips unconfirmed, a
+// trailing load is made due to confirm them. A trailing load that leaves
+// some (because it failed, say on a conf dir that is gone) makes none:
+// the next event will.
+func (w *watcher) loadNow(ctx context.Context, leading bool) {
+	w.stats.readyAt.Store(math.MaxInt64) // not idle while it runs
+	unconfirmed := w.load(ctx, leading)
+	now := time.Now()
+	w.deb.loaded(now)
+	if leading {
+		w.stats.leading.Add(1)
+	} else {
+		w.stats.trailing.Add(1)
+	}
+	if leading && unconfirmed {
+		w.timer.Reset(w.deb.trail(now))
+	}
+	w.updateReady()
+}
+
+// updateReady updates stats.readyAt from the debouncer.
+func (w *watcher) updateReady() {
+	at, ok := w.deb.readyAt()
+	switch {
+	case !ok:
+		w.stats.readyAt.Store(math.MaxInt64)
+	case at.IsZero():
+		w.stats.readyAt.Store(0)
+	default:
+		w.stats.readyAt.Store(at.UnixNano())
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func existingAncestor(p string) string {
+	for {
+		if isDir(p) {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return ""
+		}
+		p = parent
+	}
+}
