@@ -98,7 +98,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		return nil, err
 	}
 	set := m.snapshot()
-	atts, err := assignIfnames(pod.Networks, set.defaultName)
+	atts, err := assignIfnames(pod.Networks, set.DefaultName())
 	if err != nil {
 		return nil, m.explainDefault(err, set)
 	}
@@ -112,7 +112,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		if err != nil {
 			return nil, err
 		}
-		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.list, rt: rt, policy: n.policy})
+		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.List, rt: rt, policy: n.Policy})
 	}
 
 	lease, err := m.lease(ctx, pod.ID)
@@ -290,13 +290,13 @@ func (m *Manager) explainDefault(err error, set *networkSet) error {
 }
 
 func (m *Manager) noDefaultError(set *networkSet) error {
-	if set.defaultName != "" {
-		return fmt.Errorf("%w: %w", ErrNoDefaultNetwork, set.notFound(set.defaultName, m.opts.confDir))
+	if set.DefaultName() != "" {
+		return fmt.Errorf("%w: %w", ErrNoDefaultNetwork, set.NotFound(set.DefaultName()))
 	}
 	err := fmt.Errorf("%w: no valid CNI configuration in %s. Has your network provider started?",
 		ErrNoDefaultNetwork, m.opts.confDir)
 	errs := []error{err}
-	for _, sk := range set.skipped {
+	for _, sk := range set.Skipped() {
 		errs = append(errs, sk)
 	}
 	return errors.Join(errs...)

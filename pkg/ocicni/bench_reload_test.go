@@ -69,9 +69,13 @@ func waitIdle(b *testing.B, m *Manager) {
 	b.Helper()
 	deadline := time.Now().Add(benchVisibleTimeout)
 	for {
-		wait := time.Until(time.Unix(0, m.watcher.stats.readyAt.Load()))
-		if wait <= 0 {
+		st := m.conf.WatchStats()
+		if st.Idle(time.Now()) {
 			return
+		}
+		wait := time.Millisecond // while busy
+		if !st.Busy {
+			wait = time.Until(st.ReadyAt)
 		}
 		if time.Now().After(deadline) {
 			b.Fatal("the watcher never went idle")
@@ -85,7 +89,7 @@ func waitPublished(b *testing.B, m *Manager, visible func() bool) {
 	b.Helper()
 	timeout := time.After(benchVisibleTimeout)
 	for {
-		next := m.reloads.next() // taken before the check, so no publication is missed
+		next := m.conf.Published() // taken before the check, so no publication is missed
 		if visible() {
 			return
 		}
@@ -141,7 +145,7 @@ func BenchmarkReloadVisible(b *testing.B) {
 			var trailing int64
 			for _, rb := range pool {
 				waitIdle(b, rb.m)
-				trailing += rb.m.watcher.stats.trailing.Load()
+				trailing += rb.m.conf.WatchStats().Trailing
 			}
 			b.ReportMetric(quantile(took, 0.50), "p50-ms")
 			b.ReportMetric(quantile(took, 0.99), "p99-ms")
@@ -158,13 +162,13 @@ func BenchmarkReloadVisible(b *testing.B) {
 func BenchmarkReloadBurst(b *testing.B) {
 	const burst = 20
 	rb := newReloadBenchManagers(b, 1, 0)[0]
-	st := &rb.m.watcher.stats
 	n := testenv.Alloc(b)
 	var bursts, reloads, most int64
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		waitIdle(b, rb.m)
-		before := st.leading.Load() + st.trailing.Load()
+		st := rb.m.conf.WatchStats()
+		before := st.Leading + st.Trailing
 		renames := make([]func(), burst)
 		for k := range renames {
 			renames[k] = stageConfig(b, rb.dir, fmt.Sprintf("%02d-burst.conflist", 10+k),
@@ -178,11 +182,12 @@ func BenchmarkReloadBurst(b *testing.B) {
 		}
 		// A set is built from one read of the conf dir, so the set that
 		// holds the last config holds the others too.
-		waitPublished(b, rb.m, func() bool { return rb.m.snapshot().byName[last] != nil })
+		waitPublished(b, rb.m, func() bool { return rb.m.snapshot().Network(last) != nil })
 
 		b.StopTimer()
 		waitIdle(b, rb.m)
-		cost := st.leading.Load() + st.trailing.Load() - before
+		st = rb.m.conf.WatchStats()
+		cost := st.Leading + st.Trailing - before
 		bursts++
 		reloads += cost
 		most = max(most, cost)

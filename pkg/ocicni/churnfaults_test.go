@@ -224,7 +224,7 @@ func (c *churn) restoreAll() {
 	require.Eventually(t, func() bool {
 		set := c.m.snapshot()
 		for _, n := range c.nets {
-			if l := set.byName[n.name]; l == nil || len(l.list.Plugins) != basePlugins {
+			if l := set.Network(n.name); l == nil || len(l.List.Plugins) != basePlugins {
 				return false
 			}
 		}

@@ -70,7 +70,7 @@ func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
 	// While the ADD is held: a reload with a new file and Status complete
 	// before the ADD does.
 	e.addConf("late", e.recorder("late", "1.0.0", nil))
-	within(t, loadBound, "reload", func() { m.reload(e.ctx()) })
+	within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(e.ctx())) })
 	var err error
 	within(t, loadBound, "Status", func() { err = m.Status() })
 	require.NoError(t, err)

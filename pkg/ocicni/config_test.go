@@ -161,9 +161,9 @@ func TestDuplicateNetworkNameIsLoggedAndDeterministic(t *testing.T) {
 	writeConf(t, e.confDir, "20-b.conflist", conflist("same", "1.0.0", "other"))
 	writeConf(t, e.confDir, "10-a.conflist", conflist("same", "1.0.0", "good"))
 	m := e.manager(t)
-	n := m.snapshot().byName["same"]
+	n := m.snapshot().Network("same")
 	require.NotNil(t, n)
-	assert.Equal(t, "good", n.list.Plugins[0].Network.Type)
+	assert.Equal(t, "good", n.List.Plugins[0].Network.Type)
 	found := false
 	for _, entry := range e.log.AllEntries() {
 		if entry.Data["file"] == filepath.Join(e.confDir, "20-b.conflist") {
@@ -218,13 +218,13 @@ func TestReloadCostsWhatChanged(t *testing.T) {
 	assert.Equal(t, 1, e.exec.count("VERSION", "other"))
 
 	writeConf(t, e.confDir, "zz-new.conflist", conflist("new", "1.0.0", "good"))
-	m.reload(context.Background())
+	require.NoError(t, m.Reload(context.Background()))
 	assert.Len(t, m.Networks(), 31)
 	assert.Equal(t, 1, e.exec.count("VERSION", "good"), "an unchanged binary is not asked again")
 
 	// A replaced binary is asked again.
 	require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "good"), []byte("#!/bin/false\n# v2\n"), 0o755))
-	m.reload(context.Background())
+	require.NoError(t, m.Reload(context.Background()))
 	assert.Equal(t, 2, e.exec.count("VERSION", "good"))
 }
 
@@ -236,7 +236,7 @@ func TestReloadKeepsLastGoodSetWhenDirUnreadable(t *testing.T) {
 	// Replace the conf dir by a file: ReadDir fails with ENOTDIR.
 	require.NoError(t, os.RemoveAll(e.confDir))
 	require.NoError(t, os.WriteFile(e.confDir, nil, 0o644))
-	m.reload(context.Background())
+	require.Error(t, m.Reload(context.Background()))
 	assert.Equal(t, []string{"a"}, m.Networks())
 }
 
@@ -290,7 +290,7 @@ func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {
 	// Half-written by a non-atomic writer: the last good config stays,
 	// and the problem is reported.
 	require.NoError(t, os.WriteFile(path, []byte(`{"cniVersion":"1.0.0","name":"a","plu`), 0o644))
-	m.reload(context.Background())
+	require.NoError(t, m.Reload(context.Background()))
 	assert.Equal(t, []string{"a"}, m.Networks())
 	assert.Equal(t, "a", m.GetDefaultNetworkName())
 	require.Len(t, m.Skipped(), 1)
@@ -298,12 +298,12 @@ func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {
 
 	// Fixed: the new content is used.
 	require.NoError(t, os.WriteFile(path, []byte(conflist("a", "1.0.0", "other")), 0o644))
-	m.reload(context.Background())
-	assert.Equal(t, "other", m.snapshot().byName["a"].list.Plugins[0].Network.Type)
+	require.NoError(t, m.Reload(context.Background()))
+	assert.Equal(t, "other", m.snapshot().Network("a").List.Plugins[0].Network.Type)
 	assert.Empty(t, m.Skipped())
 
 	// Removed: the network goes.
 	require.NoError(t, os.Remove(path))
-	m.reload(context.Background())
+	require.NoError(t, m.Reload(context.Background()))
 	assert.Empty(t, m.Networks())
 }

@@ -289,7 +289,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 			require.Equal(t, []string{"net"}, m.Networks())
 			assert.Equal(t, tt.wantTypes, pluginTypes(m, "net"))
 			if want != nil {
-				assert.Equal(t, pluginBytesOf(want), pluginBytesOf(m.snapshot().byName["net"].list),
+				assert.Equal(t, pluginBytesOf(want), pluginBytesOf(m.snapshot().Network("net").List),
 					"the same plugins in the same order as libcni")
 			}
 			if tt.wantSkip == nil {
@@ -322,10 +322,10 @@ func TestReloadSeesSubFolderChanges(t *testing.T) {
 	sub := filepath.Join(e.confDir, "net")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	writeConf(t, sub, "10-x.conf", `{"type":"other"}`)
-	m.reload(context.Background())
+	require.NoError(t, m.Reload(context.Background()))
 	assert.Equal(t, []string{"good", "other"}, pluginTypes(m, "net"))
 	require.NoError(t, os.Remove(filepath.Join(sub, "10-x.conf")))
-	m.reload(context.Background())
+	require.NoError(t, m.Reload(context.Background()))
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"))
 }
 

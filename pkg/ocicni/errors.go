@@ -3,9 +3,9 @@ package ocicni
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -13,25 +13,25 @@ var (
 	// ErrNoDefaultNetwork means no valid default network is loaded.
 	ErrNoDefaultNetwork = errors.New("ocicni: no default network")
 	// ErrNetworkNotFound means a requested network is not loaded.
-	ErrNetworkNotFound = errors.New("ocicni: network not found")
+	ErrNetworkNotFound = netconf.ErrNetworkNotFound
 	// ErrInvalidArgument marks bad input from the caller: an empty or
 	// hostile container ID, interface name or network name, a bad netns
 	// path, static IP or MAC, duplicate interface names, or a CNI_ARGS value
 	// that would inject a key.
 	ErrInvalidArgument = errors.New("ocicni: invalid argument")
 	// ErrInvalidConfig marks a configuration file that cannot be used.
-	ErrInvalidConfig = errors.New("ocicni: invalid network configuration")
+	ErrInvalidConfig = netconf.ErrInvalidConfig
 	// ErrPluginNotFound means a plugin binary is missing from every bin dir.
-	ErrPluginNotFound = errors.New("ocicni: plugin binary not found")
+	ErrPluginNotFound = netconf.ErrPluginNotFound
 	// ErrUnsupportedVersion means a plugin does not support the
 	// configuration's cniVersion.
-	ErrUnsupportedVersion = errors.New("ocicni: plugin does not support the config version")
+	ErrUnsupportedVersion = netconf.ErrUnsupportedVersion
 	// ErrVersionFailed means a plugin binary failed to answer VERSION, or
 	// did not answer in time. It is not asked again until it changes.
-	ErrVersionFailed = errors.New("ocicni: plugin VERSION failed")
+	ErrVersionFailed = netconf.ErrVersionFailed
 	// ErrVersionPending means a plugin binary has not answered VERSION
 	// yet; its network is loaded by the reload that follows the answer.
-	ErrVersionPending = errors.New("ocicni: plugin VERSION has not answered yet")
+	ErrVersionPending = netconf.ErrVersionPending
 	// ErrNotRegularFile marks a config file that is not a regular file (a
 	// FIFO, a device, a socket, a directory), so it is not read.
 	ErrNotRegularFile = fsutil.ErrNotRegular
@@ -89,48 +89,29 @@ func invalidArg(field, value, reason string) error {
 // [ErrVersionFailed] or [ErrVersionPending]. A file that could not be read
 // safely wraps ErrInvalidConfig and [ErrNotRegularFile] or
 // [ErrFileTooLarge].
-type ConfigError struct {
-	File    string
-	Network string // empty when the file could not be parsed far enough
-	Err     error
-}
-
-func (e *ConfigError) Error() string {
-	if e.Network != "" {
-		return fmt.Sprintf("config file %s (network %q) skipped: %v", e.File, e.Network, e.Err)
-	}
-	return fmt.Sprintf("config file %s skipped: %v", e.File, e.Err)
-}
-
-func (e *ConfigError) Unwrap() error { return e.Err }
+//
+//	type ConfigError struct {
+//		File    string
+//		Network string // empty when the file could not be parsed far enough
+//		Err     error
+//	}
+//
+// (It is defined in the internal package that loads config files.)
+type ConfigError = netconf.ConfigError
 
 // NetworkNotFoundError is returned when a requested network is not loaded.
 // Skipped lists the files that declare that network but were skipped, with
-// the reason. It satisfies errors.Is(err, ErrNetworkNotFound).
-type NetworkNotFoundError struct {
-	Network string
-	ConfDir string
-	Skipped []*ConfigError
-}
-
-func (e *NetworkNotFoundError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "ocicni: network %q not found in %s", e.Network, e.ConfDir)
-	for _, s := range e.Skipped {
-		b.WriteString("; ")
-		b.WriteString(s.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns ErrNetworkNotFound and every skip reason.
-func (e *NetworkNotFoundError) Unwrap() []error {
-	errs := []error{ErrNetworkNotFound}
-	for _, s := range e.Skipped {
-		errs = append(errs, s)
-	}
-	return errs
-}
+// the reason. It satisfies errors.Is(err, ErrNetworkNotFound), and unwraps
+// to ErrNetworkNotFound and every skip reason.
+//
+//	type NetworkNotFoundError struct {
+//		Network string
+//		ConfDir string
+//		Skipped []*ConfigError
+//	}
+//
+// (It is defined in the internal package that loads config files.)
+type NetworkNotFoundError = netconf.NetworkNotFoundError
 
 // NetworkError is the failure of one verb on one attachment. It unwraps to
 // the cause, so a plugin's *types.Error stays reachable with errors.As.

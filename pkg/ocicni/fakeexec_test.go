@@ -278,12 +278,12 @@ func conflist(name, version string, types ...string) string {
 
 // pluginTypes returns the plugin types of a loaded network, nil if absent.
 func pluginTypes(m *Manager, name string) []string {
-	n := m.snapshot().byName[name]
+	n := m.snapshot().Network(name)
 	if n == nil {
 		return nil
 	}
-	types := make([]string, 0, len(n.list.Plugins))
-	for _, p := range n.list.Plugins {
+	types := make([]string, 0, len(n.List.Plugins))
+	for _, p := range n.List.Plugins {
 		types = append(types, p.Network.Type)
 	}
 	return types

@@ -158,7 +158,7 @@ func (m *Manager) sendGCVerbs(ctx context.Context, bound time.Duration, set *net
 		if va == nil {
 			va = []types.GCAttachment{} // never nil: libcni reads nil as "delete everything"
 		}
-		err := m.gcVerb(vctx, set.byName[name].list, va)
+		err := m.gcVerb(vctx, set.Network(name).List, va)
 		if err != nil && vctx.Err() != nil {
 			// The plugin's error does not say that it was killed, or why.
 			err = fmt.Errorf("%w (cut short: %w)", err, context.Cause(vctx))
@@ -184,12 +184,11 @@ func skippedVerbs(networks []string, why error) []error {
 // the GC verb: those at CNI 1.1.0 or later that do not set disableGC.
 func gcTargets(set *networkSet) []string {
 	var out []string
-	for _, name := range set.names() {
-		n := set.byName[name]
-		if n.list.DisableGC {
+	for name, n := range set.All() {
+		if n.List.DisableGC {
 			continue
 		}
-		if ok, _ := version.GreaterThanOrEqualTo(n.list.CNIVersion, "1.1.0"); ok {
+		if ok, _ := version.GreaterThanOrEqualTo(n.List.CNIVersion, "1.1.0"); ok {
 			out = append(out, name)
 		}
 	}

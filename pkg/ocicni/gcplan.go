@@ -181,7 +181,7 @@ func (m *Manager) corruptByID(corrupt []*cache.EntryError, g *gcPlan, watch *set
 					slices.Collect(maps.Keys(g.byID)), watch.ids())
 			}
 			guess := *ee
-			guess.Network, guess.ContainerID, guess.IfName = cache.GuessFileName(ee.Path, known, set.names())
+			guess.Network, guess.ContainerID, guess.IfName = cache.GuessFileName(ee.Path, known, set.Names())
 			ee = &guess
 		}
 		if ee.Network == "" || ee.ContainerID == "" {
@@ -251,7 +251,7 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 		}
 		ids[pod.ID] = true
 		inv := mergeInventory(pod.ID, recs.byID[pod.ID], recs.corrupt[pod.ID], byID[pod.ID], nil, set)
-		atts, err := assignIfnames(pod.Networks, set.defaultName)
+		atts, err := assignIfnames(pod.Networks, set.DefaultName())
 		switch {
 		case errors.Is(err, ErrNoDefaultNetwork): // names none, and there is no default
 		case err != nil:

@@ -175,7 +175,7 @@ func mergeInventory(id string, record []cache.Attachment, rerr error, entries []
 		switch {
 		case ee.Network == "":
 			inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: ee})
-		case set.byName[a.Name] == nil && (rec == nil || rec.Config == ""):
+		case set.Network(a.Name) == nil && (rec == nil || rec.Config == ""):
 			inv.failures = append(inv.failures, Outcome{
 				ContainerID: id, Network: a.Name, IfName: a.Ifname, Class: Failed,
 				Err: fmt.Errorf("%w (no saved or loaded config to delete it with)", ee),

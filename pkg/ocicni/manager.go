@@ -1,17 +1,16 @@
 package ocicni
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -43,28 +42,31 @@ type Manager struct {
 	// only its pod's lock; a heal retry takes only its pod's lock. So no
 	// node-wide lock is held while their plugins run. setups.mu and
 	// healer.mu are leaves, taken under any of these and never held while
-	// waiting. Pod operations never take the loader's
-	// lock: a missing network makes them ask reloads for a reload and wait
-	// for it with their context. The loader's lock comes before
-	// reloads.mu. nets is an atomic pointer read without locks, so Status
-	// and new pods never wait for a reload, and no lock that another pod or
-	// Status needs is held while a plugin runs.
-	gate    *gate
-	pods    *podLocks
-	setups  *setupTracker // setups in flight, watched by GC
-	loader  *loader
-	nets    atomic.Pointer[networkSet] // swapped only by publish
-	reloads reloader
+	// waiting. Pod operations take no lock of conf: a missing network
+	// makes them request a load and wait for it with their context
+	// (netconf.Loader.Lookup). The network set is an immutable snapshot
+	// read without locks, so Status and new pods never wait for a load,
+	// and no lock that another pod or Status needs is held while a plugin
+	// runs.
+	gate   *gate
+	pods   *podLocks
+	setups *setupTracker   // setups in flight, watched by GC
+	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
 
-	ctx       context.Context // cancelled by Shutdown; owns the watcher
+	ctx       context.Context // cancelled by Shutdown; owns the healing loop
 	cancel    context.CancelFunc
-	watcher   *watcher       // nil without one; only its stats are read outside its goroutine
-	wg        sync.WaitGroup // the watcher
+	wg        sync.WaitGroup // the healing loop
 	healer    *healer        // background DEL retries; its loop is counted in wg
-	reloading *inflight      // reloads run by runReloads
 	rollbacks *inflight      // background rollbacks (see SetupError)
 	shutdown  sync.Once
 }
+
+// networkSet and network are the loaded configuration, as package netconf
+// publishes it: an immutable snapshot of the networks, and one network.
+type (
+	networkSet = netconf.Set
+	network    = netconf.Network
+)
 
 var _ CNIPlugin = (*Manager)(nil)
 
@@ -94,36 +96,26 @@ func New(opts ...Option) (*Manager, error) {
 		pods:  newPodLocks(),
 
 		setups:    newSetupTracker(),
-		reloading: newInflight(),
 		rollbacks: newInflight(),
 	}
 	m.cniNoCache = libcni.NewCNIConfigWithCacheDir(o.binDirs, filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
-	m.nets.Store(&networkSet{byName: map[string]*network{}, defaultName: o.defaultNet})
-	m.reloads.changed = make(chan struct{})
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-	// Reloads and VERSION calls outlive Shutdown, which only stops the
-	// watcher; each call is bounded by its own timeout.
-	versions := newVersionCache(context.Background(), exec, o.versionTimeout, func() { m.requestReload() })
-	m.loader = newLoader(&m.opts, exec, m.log, versions, m.publish)
-
-	// Watches go in before the first load, so that a file written between
-	// the two is not missed.
-	if o.watch {
-		w, err := newWatcher(o.confDir, o.binDirs, o.debounce, m.watchReload, m.log)
-		if err != nil {
-			m.cancel()
-			versions.close()
-			return nil, err
-		}
-		m.watcher = w
+	conf, err := netconf.New(netconf.Config{
+		ConfDir: o.confDir, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
+		Exec: exec, Log: m.log,
+		Watch: o.watch, Debounce: o.debounce,
+		VersionWait: o.versionWait, VersionTimeout: o.versionTimeout,
+	})
+	if err != nil {
+		return nil, err
 	}
+	m.conf = conf
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.healer = newHealer(m, o.heal)
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
 	if err := m.cache.IndexResults(); err != nil {
 		m.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
 	}
-	m.reload(m.ctx)
 	if !o.heal.Disabled {
 		m.wg.Add(1)
 		go func() {
@@ -131,99 +123,31 @@ func New(opts ...Option) (*Manager, error) {
 			m.healer.run(m.ctx)
 		}()
 	}
-	if m.watcher != nil {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.watcher.run(m.ctx)
-		}()
-	}
 	return m, nil
 }
 
-// reload rebuilds the network set and publishes it, and returns the
-// current set. ctx bounds the wait for the loader's lock and for VERSION
-// answers. On an unreadable conf dir the previous set stays.
-func (m *Manager) reload(ctx context.Context) *networkSet {
-	return m.reloadWith(ctx, false)
-}
-
-// watchReload is the watcher's reload. A leading-edge reload is
-// provisional (see [loader.load]); it reports whether the current set
-// holds skips that no reload has confirmed yet, so that the watcher runs
-// one that does.
-func (m *Manager) watchReload(ctx context.Context, leading bool) (unconfirmed bool) {
-	return len(m.reloadWith(ctx, leading).unconfirmed) > 0
-}
-
-func (m *Manager) reloadWith(ctx context.Context, provisional bool) *networkSet {
-	if err := m.loader.load(ctx, provisional); err != nil {
-		if ctx.Err() == nil {
-			m.log.WithError(err).Error("CNI config reload failed; keeping the last good config")
-		} else {
-			m.log.WithError(err).Debug("CNI config reload abandoned")
-		}
-	}
-	return m.nets.Load()
-}
-
-// publish swaps in a new set. The loader calls it with its lock held, so
-// sets are published in the order in which the conf dir was read.
-func (m *Manager) publish(set *networkSet) {
-	old := m.nets.Swap(set)
-	m.logChanges(old, set)
-	m.reloads.broadcast()
-}
-
-func (m *Manager) logChanges(old, set *networkSet) {
-	for name, n := range set.byName {
-		if o := old.byName[name]; o == nil || o.file != n.file || !bytes.Equal(o.list.Bytes, n.list.Bytes) {
-			m.log.WithFields(logrus.Fields{
-				"network": name, "file": n.file,
-				"type": n.list.Plugins[0].Network.Type,
-			}).Info("Loaded CNI network")
-		}
-	}
-	for name := range old.byName {
-		if set.byName[name] == nil {
-			m.log.WithField("network", name).Info("CNI network removed")
-		}
-	}
-	if old.defaultName != set.defaultName {
-		m.log.WithField("network", set.defaultName).Info("Default CNI network changed")
-	}
-	m.logSkips(old, set)
-}
-
 // snapshot returns the current network set.
-func (m *Manager) snapshot() *networkSet { return m.nets.Load() }
+func (m *Manager) snapshot() *networkSet { return m.conf.Snapshot() }
 
-// lookup finds a network by name. When it is missing, it asks for a
-// reload, in case a file arrived that the watcher has not reported yet,
-// and waits for it; while the network waits only for a plugin's VERSION
-// answer, it waits for the reload that follows the answer. The reload runs
-// under no caller's context; ctx bounds only this caller's wait.
+// lookup finds a network by name in set; when it is missing, it waits,
+// within ctx, for a load that may bring it (see netconf.Loader.Lookup).
 func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
-	if n := set.byName[name]; n != nil {
-		return n, set, nil
+	return m.conf.Lookup(ctx, set, name)
+}
+
+// Reload reads the conf dir now and publishes the new network set before
+// it returns, for callers that own reloads, such as the go-cni face
+// (package gocni), whose users call Load when their own watcher sees a
+// change. It works with or without the watcher. ctx bounds the wait for
+// the loader's lock and for plugins' VERSION answers (a network still
+// waiting for one is reported by [Manager.Skipped] with
+// [ErrVersionPending]). On an error, such as an unreadable conf dir, the
+// last good set stays.
+func (m *Manager) Reload(ctx context.Context) error {
+	if err := m.conf.Load(ctx); err != nil {
+		return fmt.Errorf("ocicni: reloading %s: %w", m.opts.confDir, err)
 	}
-	wait := m.requestReload()
-	for {
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			set = m.snapshot()
-			return nil, set, fmt.Errorf("%w (gave up waiting for a reload: %w)", set.notFound(name, m.opts.confDir), ctx.Err())
-		}
-		wait = m.reloads.next() // taken before the set, so no publication is missed
-		set = m.snapshot()
-		if n := set.byName[name]; n != nil {
-			return n, set, nil
-		}
-		if !set.pending(name) {
-			return nil, set, set.notFound(name, m.opts.confDir)
-		}
-	}
+	return nil
 }
 
 // Name returns [CNIPluginName].
@@ -231,15 +155,13 @@ func (m *Manager) Name() string { return CNIPluginName }
 
 // GetDefaultNetworkName returns the default network's name, or "" when
 // there is none.
-func (m *Manager) GetDefaultNetworkName() string { return m.snapshot().defaultName }
+func (m *Manager) GetDefaultNetworkName() string { return m.snapshot().DefaultName() }
 
 // Networks returns the names of the loaded networks, sorted.
-func (m *Manager) Networks() []string { return m.snapshot().names() }
+func (m *Manager) Networks() []string { return m.snapshot().Names() }
 
 // Skipped returns why configuration files were not loaded, in file order.
-func (m *Manager) Skipped() []*ConfigError {
-	return append([]*ConfigError(nil), m.snapshot().skipped...)
-}
+func (m *Manager) Skipped() []*ConfigError { return m.snapshot().Skipped() }
 
 // Shutdown stops the config watcher and the healing loop and waits for
 // them, for the reloads and plugin VERSION calls already running (each
@@ -252,9 +174,8 @@ func (m *Manager) Skipped() []*ConfigError {
 // loaded reloads the conf dir. It is safe to call more than once.
 func (m *Manager) Shutdown() error {
 	m.shutdown.Do(m.cancel)
+	m.conf.Shutdown()
 	m.wg.Wait()
-	m.reloading.wait()
-	m.loader.versions.wait()
 	m.rollbacks.wait()
 	m.healer.active.wait()
 	_ = m.cache.Close() // what follows lists the results dir

@@ -9,26 +9,35 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
-// TeardownPolicy chooses what happens to DEL failures.
-type TeardownPolicy string
+// TeardownPolicy chooses what happens to DEL failures: [Strict] or
+// [Tolerant]. [WithTeardownPolicy] sets the manager's default, and a
+// network may override it with [TeardownPolicyKey] in its config file.
+// (It is defined in the internal package that loads config files.)
+type TeardownPolicy = netconf.TeardownPolicy
 
 const (
 	// Strict returns DEL failures to the caller so that it retries.
-	Strict TeardownPolicy = "strict"
+	Strict = netconf.Strict
 	// Tolerant logs DEL failures and reports success. The failed
 	// attachments' cache entries are kept, so a retry or GC still has
 	// their config.
-	Tolerant TeardownPolicy = "tolerant"
+	Tolerant = netconf.Tolerant
 )
 
 // TeardownPolicyKey is the top-level key of a network configuration file
 // that overrides the manager's teardown policy for that network, for
 // example "ocicni.teardownPolicy": "tolerant".
-const TeardownPolicyKey = "ocicni.teardownPolicy"
+const TeardownPolicyKey = netconf.TeardownPolicyKey
 
-func (p TeardownPolicy) valid() bool { return p == Strict || p == Tolerant }
+// MaxConfigFileSize is the largest network configuration file the manager
+// reads, and the largest plugin configuration file in a network's
+// sub-folder. A larger file is skipped with a [ConfigError] that wraps
+// [ErrInvalidConfig] and [ErrFileTooLarge].
+const MaxConfigFileSize = netconf.MaxConfigFileSize
 
 // Option configures a [Manager]. Options apply in order, so a later one
 // wins. One rule holds for all of them: an empty or nil value means the
@@ -55,8 +64,8 @@ type options struct {
 	pluginHook      PluginHook
 	gcWorkers       int
 	heal            HealPolicy
-	versionWait     time.Duration // see versionWait; tests shorten it
-	versionTimeout  time.Duration // see versionTimeout; tests shorten it
+	versionWait     time.Duration // see netconf.Config; tests shorten it
+	versionTimeout  time.Duration // see netconf.Config; tests shorten it
 }
 
 func defaultOptions() options {
@@ -70,8 +79,8 @@ func defaultOptions() options {
 		debounce:        100 * time.Millisecond,
 		gcWorkers:       defaultGCWorkers(),
 		heal:            defaultHealPolicy(),
-		versionWait:     versionWait,
-		versionTimeout:  versionTimeout,
+		versionWait:     netconf.DefaultVersionWait,
+		versionTimeout:  netconf.DefaultVersionTimeout,
 	}
 }
 
@@ -185,7 +194,7 @@ func WithNetNSOps(ops NetNSOps) Option {
 // may override it with [TeardownPolicyKey] in its config file.
 func WithTeardownPolicy(p TeardownPolicy) Option {
 	return func(o *options) error {
-		if !p.valid() {
+		if !netconf.ValidPolicy(p) {
 			return fmt.Errorf("%w: teardown policy %q", ErrInvalidArgument, p)
 		}
 		o.policy = p

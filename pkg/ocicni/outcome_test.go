@@ -73,14 +73,3 @@ func TestSortForTeardown(t *testing.T) {
 		{Name: "c", Ifname: "eth2"}, {Name: "b", Ifname: "net1"}, {Name: "a", Ifname: "eth0"}, // reverse ADD order
 	}, keys)
 }
-
-func TestPolicyFromBytes(t *testing.T) {
-	p, err := policyFromBytes([]byte(`{"name":"n"}`))
-	require.NoError(t, err)
-	assert.Equal(t, TeardownPolicy(""), p)
-	p, err = policyFromBytes([]byte(`{"name":"n","ocicni.teardownPolicy":"tolerant"}`))
-	require.NoError(t, err)
-	assert.Equal(t, Tolerant, p)
-	_, err = policyFromBytes([]byte(`{"ocicni.teardownPolicy":"lenient"}`))
-	require.ErrorIs(t, err, ErrInvalidConfig)
-}

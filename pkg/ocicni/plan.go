@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -71,11 +72,11 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 	if p.list == nil {
 		list, policy := m.savedList(pod.ID, s, set, plog)
 		if list == nil {
-			n := set.byName[s.Name]
+			n := set.Network(s.Name)
 			if n == nil {
 				return p, nil
 			}
-			list, policy = n.list, n.policy
+			list, policy = n.List, n.Policy
 		}
 		q := *pod
 		q.NetNS = netns
@@ -155,14 +156,14 @@ func (m *Manager) savedList(id string, s *slot, set *networkSet, plog func() *lo
 // loaded config, as it does unless the file changed since the ADD, the
 // loaded list is used and nothing is parsed again.
 func cachedList(b []byte, name string, set *networkSet) (*libcni.NetworkConfigList, TeardownPolicy, error) {
-	if n := set.byName[name]; n != nil && bytes.Equal(n.list.Bytes, b) {
-		return n.list, n.policy, nil
+	if n := set.Network(name); n != nil && bytes.Equal(n.List.Bytes, b) {
+		return n.List, n.Policy, nil
 	}
 	list, err := listFromCache(b, name)
 	if err != nil {
 		return nil, "", err
 	}
-	policy, _ := policyFromBytes(b) // a bad key in a cached config means the default
+	policy, _ := netconf.PolicyFromBytes(b) // a bad key in a cached config means the default
 	return list, policy, nil
 }
 
@@ -177,7 +178,7 @@ func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
 		if cerr != nil {
 			return nil, errors.Join(err, cerr)
 		}
-		if list, err = pluginConfToList(conf); err != nil {
+		if list, err = netconf.PluginConfToList(conf); err != nil {
 			return nil, err
 		}
 	}
@@ -185,7 +186,7 @@ func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
 		return nil, fmt.Errorf("%w: cached config is network %q, the entry is %q", ErrInvalidConfig, list.Name, name)
 	}
 	for i, p := range list.Plugins {
-		if err := validPluginType(p.Network.Type); err != nil {
+		if err := netconf.ValidPluginType(p.Network.Type); err != nil {
 			return nil, fmt.Errorf("%w: plugin %d: %w", ErrInvalidConfig, i, err)
 		}
 	}

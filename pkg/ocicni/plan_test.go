@@ -6,6 +6,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
 // TestCachedList checks that teardown reuses the loaded list only when
@@ -16,7 +18,7 @@ func TestCachedList(t *testing.T) {
 	loadedBytes := []byte(`{"cniVersion":"1.0.0","name":"net","ocicni.teardownPolicy":"tolerant","plugins":[{"type":"bridge"}]}`)
 	loaded, err := libcni.NetworkConfFromBytes(loadedBytes)
 	require.NoError(t, err)
-	set := &networkSet{byName: map[string]*network{"net": {name: "net", list: loaded, policy: Tolerant}}}
+	set := netconf.NewSet("", "", &network{Name: "net", List: loaded, Policy: Tolerant})
 
 	tests := []struct {
 		name       string

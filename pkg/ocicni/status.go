@@ -55,7 +55,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 			return nil, err
 		}
 		if p.list == nil {
-			return nil, set.notFound(s.Name, m.opts.confDir)
+			return nil, set.NotFound(s.Name)
 		}
 		if debugEnabled(log) {
 			planLog(log, p, "CHECK").Debug("Checking pod network")
@@ -96,7 +96,7 @@ func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entr
 	if len(slots) > 0 {
 		return slots, nil
 	}
-	atts, err := assignIfnames(nil, set.defaultName)
+	atts, err := assignIfnames(nil, set.DefaultName())
 	if err != nil {
 		return nil, m.explainDefault(err, set)
 	}
@@ -167,12 +167,12 @@ func (m *Manager) Status() error { return m.StatusWithContext(context.Background
 // never waits for plugins of pod operations or for a reload.
 func (m *Manager) StatusWithContext(ctx context.Context) error {
 	set := m.snapshot()
-	n := set.defaultNetwork()
+	n := set.Default()
 	if n == nil {
 		return m.noDefaultError(set)
 	}
-	if err := m.cni.GetStatusNetworkList(ctx, n.list); err != nil {
-		return &NetworkError{Network: n.name, Verb: "STATUS", Err: err}
+	if err := m.cni.GetStatusNetworkList(ctx, n.List); err != nil {
+		return &NetworkError{Network: n.Name, Verb: "STATUS", Err: err}
 	}
 	return nil
 }
@@ -191,10 +191,10 @@ type NetworkStatus struct {
 // 1.1.0 or later and reports each, sorted by network name.
 func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
 	set := m.snapshot()
-	out := make([]NetworkStatus, 0, len(set.byName))
-	for name, n := range set.byName {
-		st := NetworkStatus{Network: name, Default: name == set.defaultName}
-		if err := m.cni.GetStatusNetworkList(ctx, n.list); err != nil {
+	out := make([]NetworkStatus, 0, set.Len())
+	for name, n := range set.All() {
+		st := NetworkStatus{Network: name, Default: name == set.DefaultName()}
+		if err := m.cni.GetStatusNetworkList(ctx, n.List); err != nil {
 			st.Err = &NetworkError{Network: name, Verb: "STATUS", Err: err}
 		}
 		out = append(out, st)

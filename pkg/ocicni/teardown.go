@@ -80,8 +80,8 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 		log.WithError(inv.recordErr).Warn("Cannot read attachment order; using the fallback order")
 	}
 	if requested == nil {
-		if len(inv.slots) == 0 && len(inv.failures) == 0 && set.defaultName != "" {
-			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: set.defaultName, Ifname: DefaultInterfaceName}})
+		if len(inv.slots) == 0 && len(inv.failures) == 0 && set.DefaultName() != "" {
+			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: set.DefaultName(), Ifname: DefaultInterfaceName}})
 		}
 		sortSlotsForTeardown(inv.slots, inv.record)
 	}

@@ -74,14 +74,14 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 			assert.Equal(t, 1, e.exec.count("VERSION", "broken"), "one call for three files")
 
 			for range 3 {
-				within(t, loadBound, "reload", func() { m.reload(context.Background()) })
+				within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 			}
 			assert.Equal(t, 1, e.exec.count("VERSION", "broken"), "the failure is remembered")
 			assert.Len(t, m.Skipped(), 3)
 
 			// A new binary is asked again.
 			require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "broken"), []byte("#!/bin/false\n# v2\n"), 0o755))
-			within(t, loadBound, "reload", func() { m.reload(context.Background()) })
+			within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 			assert.Equal(t, 2, e.exec.count("VERSION", "broken"))
 		})
 	}
@@ -162,7 +162,7 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	require.Equal(t, []string{"good"}, pluginTypes(m, "net"))
 
 	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "slow")), 0o644))
-	within(t, loadBound, "reload", func() { m.reload(context.Background()) })
+	within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"), "the last good config stays while VERSION is pending")
 	require.ErrorIs(t, skippedFile(m, path), ErrVersionPending)
 

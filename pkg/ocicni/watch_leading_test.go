@@ -10,53 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestWatchRelevant(t *testing.T) {
-	t.Parallel()
-	root := t.TempDir()
-	confDir := filepath.Join(root, "etc", "net.d")
-	binDir := filepath.Join(root, "bin")
-	for _, d := range []string{confDir, binDir, filepath.Join(confDir, "newdir")} {
-		require.NoError(t, os.MkdirAll(d, 0o755))
-	}
-	w := &watcher{
-		confDir: confDir,
-		targets: []string{confDir, binDir},
-		subDirs: map[string]bool{filepath.Join(confDir, "mynet"): true},
-	}
-	tests := []struct {
-		name string
-		path string
-		op   fsnotify.Op
-		want bool
-	}{
-		{name: "conflist", path: filepath.Join(confDir, "10-a.conflist"), op: fsnotify.Create, want: true},
-		{name: "conf", path: filepath.Join(confDir, "10-a.conf"), op: fsnotify.Write, want: true},
-		{name: "json removed", path: filepath.Join(confDir, "10-a.json"), op: fsnotify.Remove, want: true},
-		{name: "staged file", path: filepath.Join(confDir, "10-a.conflist.tmp"), op: fsnotify.Create, want: false},
-		{name: "staged file renamed away", path: filepath.Join(confDir, ".10-a.conflist.1234"), op: fsnotify.Rename, want: false},
-		{name: "new sub-folder", path: filepath.Join(confDir, "newdir"), op: fsnotify.Create, want: true},
-		{name: "known sub-folder removed", path: filepath.Join(confDir, "mynet"), op: fsnotify.Remove, want: true},
-		{name: "plugin config in a sub-folder", path: filepath.Join(confDir, "mynet", "10-tuning.conf"), op: fsnotify.Write, want: true},
-		{name: "other file in a sub-folder", path: filepath.Join(confDir, "mynet", "10-tuning.conf.swp"), op: fsnotify.Write, want: false},
-		{name: "plugin binary", path: filepath.Join(binDir, "bridge"), op: fsnotify.Create, want: true},
-		{name: "conf dir itself", path: confDir, op: fsnotify.Remove, want: true},
-		{name: "ancestor of the conf dir", path: filepath.Join(root, "etc"), op: fsnotify.Create, want: true},
-		{name: "unrelated", path: filepath.Join(root, "elsewhere.conflist"), op: fsnotify.Create, want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			assert.Equal(t, tt.want, w.relevant(fsnotify.Event{Name: tt.path, Op: tt.op}))
-		})
-	}
-}
 
 // waitWatcherIdle waits until no trailing reload is due and the debounce
 // window after the last reload has passed, so that the next event reloads
@@ -65,7 +23,7 @@ func TestWatchRelevant(t *testing.T) {
 func waitWatcherIdle(t *testing.T, m *Manager) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		return time.Now().UnixNano() >= m.watcher.stats.readyAt.Load()
+		return m.conf.WatchStats().Idle(time.Now())
 	}, watchTimeout, watchTick, "the watcher never went idle")
 }
 
@@ -84,15 +42,15 @@ func TestWatchRenameIntoPlaceReloadsAtOnce(t *testing.T) {
 	e := newWatchEnv(t)
 	writeConf(t, e.confDir, "20-keep.conflist", conflist("keep", "1.0.0", "good"))
 	m := e.manager(t, WithReloadDebounce(100*time.Millisecond))
-	st := &m.watcher.stats
 
 	for round := range 3 {
 		name := fmt.Sprintf("new%d", round)
 		install(t, e.confDir, "10-new.conflist", conflist(name, "1.0.0", "good"))
 		waitState(t, m, name, name, "keep")
 		waitWatcherIdle(t, m)
-		assert.Equal(t, int64(round+1), st.leading.Load(), "each rename is a burst of its own, reloaded at once")
-		assert.Zero(t, st.trailing.Load(), "the staged file's events are not changes")
+		st := m.conf.WatchStats()
+		assert.Equal(t, int64(round+1), st.Leading, "each rename is a burst of its own, reloaded at once")
+		assert.Zero(t, st.Trailing, "the staged file's events are not changes")
 	}
 }
 
@@ -103,7 +61,6 @@ func TestWatchBurstOf20RenamesReloadsAtMostThreeTimes(t *testing.T) {
 	e := newWatchEnv(t)
 	writeConf(t, e.confDir, "00-first.conflist", conflist("first", "1.0.0", "good"))
 	m := e.manager(t, WithReloadDebounce(100*time.Millisecond))
-	st := &m.watcher.stats
 
 	want := []string{"first"}
 	for i := range n {
@@ -113,7 +70,8 @@ func TestWatchBurstOf20RenamesReloadsAtMostThreeTimes(t *testing.T) {
 	}
 	waitState(t, m, "first", want...)
 	waitWatcherIdle(t, m)
-	leading, trailing := st.leading.Load(), st.trailing.Load()
+	st := m.conf.WatchStats()
+	leading, trailing := st.Leading, st.Trailing
 	t.Logf("%d files renamed into place: %d leading and %d trailing reloads", n, leading, trailing)
 	assert.GreaterOrEqual(t, leading, int64(1), "the first rename reloads at once")
 	assert.LessOrEqual(t, leading+trailing, int64(3), "a burst of events is coalesced into few reloads")

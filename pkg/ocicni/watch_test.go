@@ -61,12 +61,8 @@ func waitState(t *testing.T, m *Manager, def string, want ...string) {
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		set := m.snapshot() // one snapshot, so both checks see the same reload
-		names := make([]string, 0, len(set.byName))
-		for n := range set.byName {
-			names = append(names, n)
-		}
-		assert.ElementsMatch(c, want, names)
-		assert.Equal(c, def, set.defaultName)
+		assert.ElementsMatch(c, want, set.Names())
+		assert.Equal(c, def, set.DefaultName())
 	}, watchTimeout, watchTick)
 }
 
@@ -493,11 +489,13 @@ func goroutineStacks() string {
 }
 
 // managerGoroutines returns the IDs of the live goroutines started by
-// this package or by fsnotify. A goroutine's ID is never reused.
+// this package, by its config loader (package netconf) or by fsnotify. A
+// goroutine's ID is never reused.
 func managerGoroutines() map[string]bool {
 	ids := map[string]bool{}
 	for _, g := range strings.Split(goroutineStacks(), "\n\n") {
 		if strings.Contains(g, "\ncreated by github.com/seed-671fdd43/ocicni/pkg/ocicni.") ||
+			strings.Contains(g, "\ncreated by github.com/seed-671fdd43/ocicni/internal/netconf.") ||
 			strings.Contains(g, "\ncreated by github.com/fsnotify/fsnotify.") {
 			id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
 			ids[id] = true
