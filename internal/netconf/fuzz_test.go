@@ -105,28 +105,7 @@ func checkSet(t *testing.T, set *netconf.Set, files []string, hook *test.Hook) {
 	t.Helper()
 	loadedFiles := map[string]bool{}
 	for name, n := range set.All() {
-		if name != n.Name || name != n.List.Name {
-			t.Fatalf("network %q is filed as %q", n.List.Name, name)
-		}
-		if err := cache.ValidateName("network name", name); err != nil {
-			t.Fatalf("loaded network name fails a request's validation: %v", err)
-		}
-		if err := utils.ValidateNetworkName(name); err != nil {
-			t.Fatalf("loaded network name fails libcni's validation: %v", err)
-		}
-		if len(name) > cache.MaxNetworkNameLen {
-			t.Fatalf("loaded network name is %d bytes long", len(name))
-		}
-		if len(n.List.Plugins) == 0 {
-			t.Fatalf("network %q has no plugins", name)
-		}
-		for _, p := range n.List.Plugins {
-			typ := p.Network.Type
-			if typ == "" || typ == "." || typ == ".." || strings.ContainsAny(typ, `/\`) ||
-				strings.ContainsFunc(typ, unicode.IsControl) {
-				t.Fatalf("network %q has plugin type %q", name, typ)
-			}
-		}
+		checkNetwork(t, name, n)
 		loadedFiles[n.File] = true
 	}
 	if set.DefaultName() != "" && set.Default() == nil {
@@ -151,6 +130,35 @@ func checkSet(t *testing.T, set *netconf.Set, files []string, hook *test.Hook) {
 	for _, f := range files {
 		if !loadedFiles[f] && !skippedFiles[f] && !duplicates[f] {
 			t.Fatalf("%s was neither loaded, nor skipped with a reason, nor a duplicate", filepath.Base(f))
+		}
+	}
+}
+
+// checkNetwork checks a loaded network: filed under its own name, a name
+// that requests and libcni accept, and plugins whose types stay in the
+// bin dir.
+func checkNetwork(t *testing.T, name string, n *netconf.Network) {
+	t.Helper()
+	if name != n.Name || name != n.List.Name {
+		t.Fatalf("network %q is filed as %q", n.List.Name, name)
+	}
+	if err := cache.ValidateName("network name", name); err != nil {
+		t.Fatalf("loaded network name fails a request's validation: %v", err)
+	}
+	if err := utils.ValidateNetworkName(name); err != nil {
+		t.Fatalf("loaded network name fails libcni's validation: %v", err)
+	}
+	if len(name) > cache.MaxNetworkNameLen {
+		t.Fatalf("loaded network name is %d bytes long", len(name))
+	}
+	if len(n.List.Plugins) == 0 {
+		t.Fatalf("network %q has no plugins", name)
+	}
+	for _, p := range n.List.Plugins {
+		typ := p.Network.Type
+		if typ == "" || typ == "." || typ == ".." || strings.ContainsAny(typ, `/\`) ||
+			strings.ContainsFunc(typ, unicode.IsControl) {
+			t.Fatalf("network %q has plugin type %q", name, typ)
 		}
 	}
 }
