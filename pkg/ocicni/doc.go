@@ -68,12 +68,13 @@
 // path, size, times or inode changed: an answer and a failure (an error,
 // or no answer within 10s) are both remembered until then. The VERSION
 // calls of distinct binaries run concurrently, a few at a time, each
-// bounded by its own timeout and cancelled by no caller (nor by
-// Shutdown, which waits for them). A reload waits for them for about a second; a network
-// whose plugins have not answered by then is reported as skipped with
-// [ErrVersionPending] (or keeps the config it had), and is loaded by the
-// reload that follows the answer, so one hung plugin does not hold up the
-// other networks.
+// bounded by its own timeout and cancelled by no caller (nor by Shutdown,
+// which waits for them). A reload waits for them for about a second; a
+// network whose plugins have not answered by then is reported as skipped
+// with [ErrVersionPending] (or keeps the config it had), and is loaded by
+// the reload that follows the answer, so one hung plugin does not hold up
+// the other networks. (Loading lives in the module's internal package
+// netconf, which the manager reads from and never gets calls back from.)
 //
 // # Locking
 //
