@@ -1,4 +1,4 @@
-package netconf_test
+package netconf
 
 import (
 	"os"
@@ -11,8 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/conflist"
-	"github.com/seed-671fdd43/ocicni/internal/netconf"
-	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // loadBound is how long a load of a few small files may take, even on a
@@ -25,15 +24,15 @@ const loadBound = 5 * time.Second
 // and answers VERSION: loading needs no plugin to run.
 type env struct {
 	confDir, binDir string
-	exec            *ocicnitest.FakeExec
+	exec            *fakecni.Exec
 	log             *test.Hook
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	root := t.TempDir()
-	e := &env{confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: ocicnitest.NewFakeExec()}
-	e.exec.SetFindMode(ocicnitest.FindOnDisk)
+	e := &env{confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: fakecni.New()}
+	e.exec.SetFindMode(fakecni.FindOnDisk)
 	require.NoError(t, os.Mkdir(e.confDir, 0o755))
 	require.NoError(t, os.Mkdir(e.binDir, 0o755))
 	e.install(t, "good")
@@ -43,12 +42,12 @@ func newEnv(t *testing.T) *env {
 // loader creates a loader without a watcher that waits a minute for
 // VERSION answers; set changes the config first. It is shut down at
 // cleanup.
-func (e *env) loader(t *testing.T, set func(*netconf.Config)) *netconf.Loader {
+func (e *env) loader(t *testing.T, set func(*Config)) *Loader {
 	t.Helper()
 	logger, hook := test.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	e.log = hook
-	cfg := netconf.Config{
+	cfg := Config{
 		ConfDir: e.confDir, BinDirs: []string{e.binDir},
 		Exec: e.exec, Log: logrus.NewEntry(logger),
 		VersionWait: time.Minute,
@@ -56,9 +55,9 @@ func (e *env) loader(t *testing.T, set func(*netconf.Config)) *netconf.Loader {
 	if set != nil {
 		set(&cfg)
 	}
-	var l *netconf.Loader
+	var l *Loader
 	var err error
-	within(t, loadBound, "New", func() { l, err = netconf.New(cfg) })
+	within(t, loadBound, "New", func() { l, err = New(cfg) })
 	require.NoError(t, err)
 	t.Cleanup(l.Shutdown)
 	return l
@@ -79,21 +78,22 @@ func (e *env) write(t *testing.T, name, content string) string {
 }
 
 // versionGate holds the VERSION calls of plugin type typ; see
-// ocicnitest.FakeExec.Gate. Tests register its Release with t.Cleanup
+// fakecni.Exec.Gate. Tests register its Release with t.Cleanup
 // after the loader is made, so that it runs before the loader's Shutdown
 // waits for the calls.
-func (e *env) versionGate(typ string, opts ...ocicnitest.GateOption) *ocicnitest.Gate {
-	return e.exec.Gate(ocicnitest.Match{Verb: "VERSION", PluginType: typ}, opts...)
+func (e *env) versionGate(typ string, opts ...fakecni.GateOption) *fakecni.Gate {
+	return e.exec.Gate(fakecni.Match{Verb: "VERSION", PluginType: typ}, opts...)
 }
 
-// list returns a network config list with one plugin per type.
-func list(name string, types ...string) string {
+// conflistOf returns a network config list at 1.0.0 with one plugin per
+// type.
+func conflistOf(name string, types ...string) string {
 	return string(conflist.Build(name, "1.0.0", types...))
 }
 
 // pluginTypes returns the plugin types of network name in set, nil if
 // it is not loaded.
-func pluginTypes(set *netconf.Set, name string) []string {
+func pluginTypes(set *Set, name string) []string {
 	n := set.Network(name)
 	if n == nil {
 		return nil

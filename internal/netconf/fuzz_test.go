@@ -1,4 +1,4 @@
-package netconf_test
+package netconf
 
 import (
 	"context"
@@ -14,16 +14,15 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
-	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 var fuzzExtensions = []string{".conflist", ".conf", ".json"}
 
 // fuzzLoad writes up to two config files and a plugin config in the
 // sub-folder of the network "fuzz", loads them twice (the loader's first
-// load, then [netconf.Loader.Load]), and checks the loader's invariants.
+// load, then [Loader.Load]), and checks the loader's invariants.
 func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
 	t.Helper()
 	root := t.TempDir()
@@ -53,23 +52,23 @@ func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
 	// joining it to the first bin dir without looking, and answers
 	// VERSION for every spec version. So the loader alone must keep types
 	// from escaping the bin dir.
-	fx := ocicnitest.NewFakeExec()
-	fx.SetFindMode(ocicnitest.FindUnchecked)
-	cfg := netconf.Config{
+	fx := fakecni.New()
+	fx.SetFindMode(fakecni.FindUnchecked)
+	cfg := Config{
 		ConfDir: confDir, BinDirs: []string{binDir},
 		Exec: fx, Log: logrus.NewEntry(logger),
 		VersionWait: time.Minute, // every VERSION answers at once: nothing is pending
 	}
 
-	var l *netconf.Loader
+	var l *Loader
 	var published <-chan struct{}
-	var sets []*netconf.Set
+	var sets []*Set
 	for i := range 2 {
 		done := make(chan error, 1)
 		go func() {
 			if i == 0 {
 				var err error
-				l, err = netconf.New(cfg)
+				l, err = New(cfg)
 				done <- err
 				return
 			}
@@ -101,7 +100,7 @@ func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
 	}
 }
 
-func checkSet(t *testing.T, set *netconf.Set, files []string, hook *test.Hook) {
+func checkSet(t *testing.T, set *Set, files []string, hook *test.Hook) {
 	t.Helper()
 	loadedFiles := map[string]bool{}
 	for name, n := range set.All() {
@@ -116,7 +115,7 @@ func checkSet(t *testing.T, set *netconf.Set, files []string, hook *test.Hook) {
 		if sk == nil || sk.Err == nil {
 			t.Fatalf("skip without a reason: %#v", sk)
 		}
-		if netconf.SkipKind(sk) == nil {
+		if skipKind(sk) == nil {
 			t.Fatalf("skip reason of no known kind: %v", sk)
 		}
 		skippedFiles[sk.File] = true
@@ -137,7 +136,7 @@ func checkSet(t *testing.T, set *netconf.Set, files []string, hook *test.Hook) {
 // checkNetwork checks a loaded network: filed under its own name, a name
 // that requests and libcni accept, and plugins whose types stay in the
 // bin dir.
-func checkNetwork(t *testing.T, name string, n *netconf.Network) {
+func checkNetwork(t *testing.T, name string, n *Network) {
 	t.Helper()
 	if name != n.Name || name != n.List.Name {
 		t.Fatalf("network %q is filed as %q", n.List.Name, name)
@@ -166,7 +165,7 @@ func checkNetwork(t *testing.T, name string, n *netconf.Network) {
 // FuzzLoadConfig loads arbitrary config files. Its seeds, in
 // testdata/fuzz/FuzzLoadConfig, run with every go test.
 func FuzzLoadConfig(f *testing.F) {
-	f.Add(uint8(0), []byte(list("a", "good")), []byte(nil), []byte(nil))
+	f.Add(uint8(0), []byte(conflistOf("a", "good")), []byte(nil), []byte(nil))
 	f.Fuzz(func(t *testing.T, exts uint8, a, b, sub []byte) {
 		fuzzLoad(t, exts, a, b, sub)
 	})

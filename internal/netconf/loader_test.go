@@ -1,4 +1,4 @@
-package netconf_test
+package netconf
 
 import (
 	"context"
@@ -8,25 +8,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed-671fdd43/ocicni/internal/netconf"
-	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 func TestLoadLockWaitRespectsContext(t *testing.T) {
 	e := newEnv(t)
-	e.write(t, "10-a.conflist", list("a", "good"))
+	e.write(t, "10-a.conflist", conflistOf("a", "good"))
 	l := e.loader(t, nil)
-	release, err := l.Acquire(context.Background())
-	require.NoError(t, err)
-	e.write(t, "20-b.conflist", list("b", "good"))
+	require.NoError(t, l.acquire(context.Background()))
+	e.write(t, "20-b.conflist", conflistOf("b", "good"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
+	var err error
 	within(t, loadBound, "Load", func() { err = l.Load(ctx) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, []string{"a"}, l.Snapshot().Names())
 
-	release()
+	l.release()
 	require.NoError(t, l.Load(context.Background()))
 	assert.Equal(t, []string{"a", "b"}, l.Snapshot().Names())
 }
@@ -35,19 +34,19 @@ func TestSlowerLoadDoesNotOverwriteANewerSet(t *testing.T) {
 	e := newEnv(t)
 	e.install(t, "other")
 	e.install(t, "slow")
-	g := e.versionGate("slow", ocicnitest.IgnoreContext())
+	g := e.versionGate("slow", fakecni.IgnoreContext())
 	l := e.loader(t, nil)
 	t.Cleanup(g.Release)
 
 	// The first load reads the file while it names "slow", and waits for
 	// its VERSION answer.
-	path := e.write(t, "10-net.conflist", list("net", "slow"))
+	path := e.write(t, "10-net.conflist", conflistOf("net", "slow"))
 	first := make(chan error, 1)
 	go func() { first <- l.Load(context.Background()) }()
 	g.WaitEntered(t, 1)
 
 	// The file changes; a second load reads it and publishes at once.
-	e.write(t, "10-net.conflist", list("net", "good", "other"))
+	e.write(t, "10-net.conflist", conflistOf("net", "good", "other"))
 	within(t, loadBound, "second Load", func() { require.NoError(t, l.Load(context.Background())) })
 	require.Equal(t, []string{"good", "other"}, pluginTypes(l.Snapshot(), "net"))
 
@@ -69,12 +68,12 @@ func TestLookupRequestsALoad(t *testing.T) {
 	e := newEnv(t)
 	l := e.loader(t, nil) // no watcher: only a load sees new files
 	before := l.Snapshot()
-	e.write(t, "10-late.conflist", list("late", "good"))
-	e.write(t, "20-broken.conflist", list("broken", "missing"))
+	e.write(t, "10-late.conflist", conflistOf("late", "good"))
+	e.write(t, "20-broken.conflist", conflistOf("broken", "missing"))
 
 	published := l.Published()
-	var n *netconf.Network
-	var set *netconf.Set
+	var n *Network
+	var set *Set
 	var err error
 	within(t, loadBound, "Lookup", func() { n, set, err = l.Lookup(context.Background(), before, "late") })
 	require.NoError(t, err)
@@ -85,9 +84,9 @@ func TestLookupRequestsALoad(t *testing.T) {
 
 	// A network that the new set skips fails at once, with the reason.
 	within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(context.Background(), set, "broken") })
-	require.ErrorIs(t, err, netconf.ErrNetworkNotFound)
-	require.ErrorIs(t, err, netconf.ErrPluginNotFound)
-	var nf *netconf.NetworkNotFoundError
+	require.ErrorIs(t, err, ErrNetworkNotFound)
+	require.ErrorIs(t, err, ErrPluginNotFound)
+	var nf *NetworkNotFoundError
 	require.ErrorAs(t, err, &nf)
 	assert.Equal(t, e.confDir, nf.ConfDir)
 }
@@ -95,33 +94,33 @@ func TestLookupRequestsALoad(t *testing.T) {
 func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	e := newEnv(t)
 	e.install(t, "hang")
-	g := e.versionGate("hang", ocicnitest.IgnoreContext())
+	g := e.versionGate("hang", fakecni.IgnoreContext())
 	l := e.loader(t, nil)
 	t.Cleanup(g.Release)
-	e.write(t, "10-hang.conflist", list("hang", "hang"))
+	e.write(t, "10-hang.conflist", conflistOf("hang", "hang"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var err error
 	within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(ctx, l.Snapshot(), "hang") })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorIs(t, err, netconf.ErrNetworkNotFound)
+	require.ErrorIs(t, err, ErrNetworkNotFound)
 
 	// The requested load went on without the caller: the answer loads
 	// the network.
 	g.Release()
 	require.Eventually(t, func() bool { return l.Snapshot().Network("hang") != nil }, loadBound, 5*time.Millisecond)
 	assert.Empty(t, l.Snapshot().Skipped())
-	assert.Equal(t, 1, e.exec.Count(ocicnitest.Match{Verb: "VERSION", PluginType: "hang"}))
+	assert.Equal(t, 1, e.exec.Count(fakecni.Match{Verb: "VERSION", PluginType: "hang"}))
 }
 
 func TestRequestsWhileALoadRunsShareTheNext(t *testing.T) {
 	e := newEnv(t)
 	e.install(t, "slow")
-	g := e.versionGate("slow", ocicnitest.IgnoreContext())
+	g := e.versionGate("slow", fakecni.IgnoreContext())
 	l := e.loader(t, nil)
 	t.Cleanup(g.Release)
-	e.write(t, "10-slow.conflist", list("slow", "slow"))
+	e.write(t, "10-slow.conflist", conflistOf("slow", "slow"))
 
 	running := l.RequestLoad()
 	g.WaitEntered(t, 1) // the requested load waits for VERSION
@@ -145,10 +144,10 @@ func TestRequestsWhileALoadRunsShareTheNext(t *testing.T) {
 
 func TestShutdownKeepsServing(t *testing.T) {
 	e := newEnv(t)
-	l := e.loader(t, func(c *netconf.Config) { c.Watch = true })
+	l := e.loader(t, func(c *Config) { c.Watch = true })
 	l.Shutdown()
 	l.Shutdown()
-	e.write(t, "10-a.conflist", list("a", "good"))
+	e.write(t, "10-a.conflist", conflistOf("a", "good"))
 	var err error
 	within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(context.Background(), l.Snapshot(), "a") })
 	require.NoError(t, err)
