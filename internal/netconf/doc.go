@@ -15,8 +15,9 @@
 // burst of changes), [Loader.Load] (a caller that waits for it and gets
 // its error) or a request ([Loader.RequestLoad], from a lookup that
 // misses or from a VERSION answer that a load stopped waiting for). In
-// package ocicni's API and in log messages, a load is called a reload
-// (Manager.Reload, WithReloadDebounce, "CNI config reload failed").
+// package ocicni's API and in log and error messages, which runtimes and
+// operators already read, a load is called a reload (Manager.Reload,
+// WithReloadDebounce, "CNI config reload failed").
 //
 // # Loading
 //

@@ -49,9 +49,9 @@ type Loader struct {
 	watcher  *watcher // nil without one; only its stats are read outside its goroutine
 
 	// lock is a 1-slot semaphore, so that waiting for it respects the
-	// context. It guards the fields below and the stores to current. Lock
-	// order: lock, then versionCache.mu, then pub.mu (in publish).
-	// requests.mu is a leaf, never held with another.
+	// context. It guards files, gen and published, and is held for every
+	// store to current. Lock order: lock, then versionCache.mu, then
+	// pub.mu (in publish). reqs.mu is a leaf, never held with another.
 	lock      chan struct{}
 	files     map[string]*parsedFile
 	gen       uint64 // loads that have read the conf dir
