@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -55,7 +54,7 @@ func requireSame(t *testing.T, a, b *Cache, ids []string, step string) {
 		require.NoError(t, erra)
 		require.NoError(t, errb)
 		require.Equal(t, entryPaths(lb), entryPaths(la), "%s: entries of %s", step, id)
-		require.Equal(t, len(lb.Corrupt), len(la.Corrupt), "%s: corrupt files of %s", step, id)
+		require.Len(t, la.Corrupt, len(lb.Corrupt), "%s: corrupt files of %s", step, id)
 		for i := range lb.Corrupt {
 			require.Equal(t, lb.Corrupt[i].Path, la.Corrupt[i].Path, "%s: corrupt files of %s", step, id)
 		}
@@ -185,5 +184,5 @@ func TestIndexResultsUnsupported(t *testing.T) {
 		t.Skip("inotify is there")
 	}
 	err := New(t.TempDir()).IndexResults()
-	require.True(t, errors.Is(err, ErrNoIndex), "%v", err)
+	require.ErrorIs(t, err, ErrNoIndex)
 }
