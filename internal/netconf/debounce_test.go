@@ -33,17 +33,34 @@ func TestDebouncer(t *testing.T) {
 			},
 		},
 		{
-			name: "events within the window after the leading load make one trailing load",
+			name: "events after the leading load make a trailing load once they settle",
 			steps: []debounceStep{
 				{op: "event", at: 0, leading: true},
 				{op: "loaded", at: 2},
 				{op: "ready", ready: 102},
-				{op: "event", at: 5, delay: 100},
+				{op: "event", at: 5, delay: 3},
 				{op: "ready", ready: -1},
+				{op: "event", at: 6, delay: 3}, // each event re-arms it
+				{op: "fire", at: 9},
+				{op: "loaded", at: 11},
+				{op: "ready", ready: 111},
+			},
+		},
+		{
+			name: "later events of the burst wait a window",
+			steps: []debounceStep{
+				{op: "event", at: 0, leading: true},
+				{op: "loaded", at: 1},
+				{op: "event", at: 2, delay: 3},
+				{op: "fire", at: 5},
+				{op: "loaded", at: 6},
+				{op: "event", at: 20, delay: 100},
 				{op: "event", at: 50, delay: 100},
 				{op: "fire", at: 150},
-				{op: "loaded", at: 153},
-				{op: "ready", ready: 253},
+				{op: "loaded", at: 152},
+				{op: "event", at: 252, leading: true}, // a new burst
+				{op: "loaded", at: 253},
+				{op: "event", at: 254, delay: 3}, // settles quickly again
 			},
 		},
 		{
@@ -51,7 +68,7 @@ func TestDebouncer(t *testing.T) {
 			steps: []debounceStep{
 				{op: "event", at: 0, leading: true},
 				{op: "loaded", at: 500}, // a slow load; the event below came meanwhile
-				{op: "event", at: 500, delay: 100},
+				{op: "event", at: 500, delay: 3},
 			},
 		},
 		{
@@ -67,43 +84,44 @@ func TestDebouncer(t *testing.T) {
 			steps: []debounceStep{
 				{op: "event", at: 0, leading: true},
 				{op: "loaded", at: 2},
-				{op: "event", at: 50, delay: 100},
-				{op: "event", at: 300, delay: 100}, // the timer has not been served yet
+				{op: "event", at: 50, delay: 3},
+				{op: "event", at: 300, delay: 3}, // the timer has not been served yet
 			},
 		},
 		{
-			name: "a stream of events is capped at maxDelay after the burst began",
+			name: "a stream of events is capped at maxDelay after it began",
 			steps: []debounceStep{
 				{op: "event", at: 0, leading: true},
 				{op: "loaded", at: 1},
-				{op: "event", at: 50, delay: 100},
-				{op: "event", at: 940, delay: 60},
+				{op: "event", at: 50, delay: 3},
+				{op: "event", at: 940, delay: 3},
+				{op: "event", at: 999, delay: 1},
 				{op: "event", at: 1100, delay: 0},
 			},
 		},
 		{
-			name: "events right after a trailing load open a new trailing burst",
+			name: "a window-long wait is capped from the events after the last trailing load",
 			steps: []debounceStep{
 				{op: "event", at: 0, leading: true},
 				{op: "loaded", at: 1},
-				{op: "event", at: 10, delay: 100},
-				{op: "fire", at: 110},
-				{op: "loaded", at: 115},
-				{op: "event", at: 150, delay: 100},
-				{op: "event", at: 1100, delay: 50}, // capped from 150, not from 0
+				{op: "event", at: 10, delay: 3},
+				{op: "fire", at: 13},
+				{op: "loaded", at: 15},
+				{op: "event", at: 100, delay: 100},
+				{op: "event", at: 1050, delay: 50}, // capped from 100, not from 0
 			},
 		},
 		{
-			name: "trail confirms a leading load without an event",
+			name: "trail confirms a provisional load without an event",
 			steps: []debounceStep{
 				{op: "event", at: 0, leading: true},
 				{op: "loaded", at: 3},
-				{op: "trail", at: 3, delay: 100},
+				{op: "trail", at: 3, delay: 3},
 				{op: "ready", ready: -1},
-				{op: "event", at: 200, delay: 100},
-				{op: "fire", at: 200},
-				{op: "loaded", at: 201},
-				{op: "ready", ready: 301},
+				{op: "fire", at: 6},
+				{op: "loaded", at: 7},
+				{op: "ready", ready: 107},
+				{op: "trail", at: 7, delay: 100}, // the second confirmation waits a window
 			},
 		},
 		{
@@ -122,7 +140,7 @@ func TestDebouncer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			d := debouncer{window: 100 * time.Millisecond, maxDelay: time.Second}
+			d := debouncer{window: 100 * time.Millisecond, settle: 3 * time.Millisecond, maxDelay: time.Second}
 			if tt.noDebounce {
 				d.window = 0
 			}

@@ -70,9 +70,10 @@ func (l *Loader) loadOrLog(ctx context.Context, provisional bool) *Set {
 	return l.Snapshot()
 }
 
-// watchLoad is the watcher's load, provisional when leading. It reports
-// whether the set published last holds skips that no load has confirmed
-// yet, so that the watcher runs one that does.
-func (l *Loader) watchLoad(ctx context.Context, leading bool) (unconfirmed bool) {
-	return len(l.loadOrLog(ctx, leading).unconfirmed) > 0
+// watchLoad is the watcher's load, provisional or not (see
+// [watcher.loadNow]). It reports whether the set published last holds
+// skips that no load has confirmed yet, so that the watcher runs one that
+// does.
+func (l *Loader) watchLoad(ctx context.Context, provisional bool) (unconfirmed bool) {
+	return len(l.loadOrLog(ctx, provisional).unconfirmed) > 0
 }

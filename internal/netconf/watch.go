@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,28 +21,37 @@ const (
 	// maxLoadDelay caps how long a continuous stream of events can
 	// postpone a load.
 	maxLoadDelay = time.Second
+	// settleDelay is how long the events of a burst must pause before its
+	// first trailing load: the steps of one change (write after truncate,
+	// rename after write, a symlink swapped after its target was made)
+	// come microseconds to a millisecond apart.
+	settleDelay = 3 * time.Millisecond
 	// resyncInterval is how often the watcher re-checks that its watches
 	// are in place, in case an event was lost.
 	resyncInterval = 30 * time.Second
 )
 
-// watcher runs a load when the conf dir or a bin dir changes. Each target dir is watched when it exists, and so is its parent
-// (or nearest existing ancestor), so that a dir created late, or deleted
-// and recreated, is picked up. Every sub-folder of the conf dir is watched
-// too: a network's plugin sub-folder <confdir>/<name>/ adds plugins to it.
+// watcher runs a load when the conf dir or a bin dir changes. Each target
+// dir is watched when it exists, and so is its parent (or nearest existing
+// ancestor), so that a dir created late, or deleted and recreated, is
+// picked up. Every sub-folder of the conf dir is watched too: a network's
+// plugin sub-folder <confdir>/<name>/ adds plugins to it. So is the
+// directory of each file that a symlinked config leads to, so that a
+// change of that file counts.
 //
 // The first event of a burst loads at once, and the events that follow
 // within the debounce window are gathered into one trailing load (see
-// [debouncer]). The leading load is provisional: it logs a new file that
-// it cannot read or parse at Debug only, since the file may be
-// half-written, and makes a trailing load due, which logs the file at
-// Warn if it is still unusable.
+// [debouncer]). The leading load and the burst's first trailing load are
+// provisional: they log a new file that they cannot read or parse at
+// Debug only, since the file may be half-written, and make a trailing
+// load due a window later, which logs the file at Warn if it is still
+// unusable.
 type watcher struct {
 	confDir string
 	targets []string // the conf dir and the bin dirs
-	// load runs one load, provisional when leading, and reports whether
+	// load runs one load, provisional or not, and reports whether
 	// the set published last holds unconfirmed skips.
-	load func(ctx context.Context, leading bool) (unconfirmed bool)
+	load func(ctx context.Context, provisional bool) (unconfirmed bool)
 	log  *logrus.Entry
 	fsw  *fsnotify.Watcher
 
@@ -49,6 +59,9 @@ type watcher struct {
 	deb     debouncer
 	timer   *time.Timer     // fires the trailing load
 	subDirs map[string]bool // the conf dir's sub-folders at the last sync
+	// linkTargets are the files that symlinked configs led to at the last
+	// sync; their directories are watched too.
+	linkTargets map[string]bool
 
 	stats watchStats
 }
@@ -102,7 +115,7 @@ func (l *Loader) WatchStats() WatchStats {
 // newWatcher watches confDir and binDirs, and calls load for each burst
 // of changes. Its owner runs [watcher.run] and cancels its context.
 func newWatcher(confDir string, binDirs []string, debounce time.Duration,
-	load func(ctx context.Context, leading bool) bool, log *logrus.Entry,
+	load func(ctx context.Context, provisional bool) bool, log *logrus.Entry,
 ) (*watcher, error) {
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -111,7 +124,7 @@ func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 	w := &watcher{
 		confDir: confDir,
 		targets: append([]string{confDir}, binDirs...),
-		deb:     debouncer{window: debounce, maxDelay: maxLoadDelay},
+		deb:     debouncer{window: debounce, settle: settleDelay, maxDelay: maxLoadDelay},
 		load:    load,
 		log:     log.WithField("component", "watcher"),
 		fsw:     fsw,
@@ -133,12 +146,18 @@ func (w *watcher) sync() bool {
 		}
 	}
 	w.subDirs = map[string]bool{}
+	w.linkTargets = map[string]bool{}
 	if des, err := os.ReadDir(w.confDir); err == nil {
 		for _, de := range des {
 			if de.IsDir() {
 				sub := filepath.Join(w.confDir, de.Name())
 				want[sub] = true
 				w.subDirs[sub] = true
+			}
+		}
+		for _, de := range des {
+			if de.Type()&fs.ModeSymlink != 0 && slices.Contains(confExtensions, filepath.Ext(de.Name())) {
+				w.watchTarget(filepath.Join(w.confDir, de.Name()), want)
 			}
 		}
 	}
@@ -167,6 +186,33 @@ func (w *watcher) sync() bool {
 	return added
 }
 
+// watchTarget adds to want the directory of the file that the symlinked
+// config link leads to, so that a change of that file (written in place,
+// or replaced by a rename in its directory) is an event, and records the
+// file in linkTargets. A directory already watched (the conf dir, one of
+// its sub-folders, under another path) is not added twice.
+func (w *watcher) watchTarget(link string, want map[string]bool) {
+	t, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return // dangling: the load skips it; its link's events still count
+	}
+	w.linkTargets[t] = true
+	d := filepath.Dir(t)
+	if want[d] {
+		return
+	}
+	fi, err := os.Stat(d)
+	if err != nil {
+		return
+	}
+	for have := range want {
+		if hfi, err := os.Stat(have); err == nil && os.SameFile(fi, hfi) {
+			return
+		}
+	}
+	want[d] = true
+}
+
 // relevant reports whether an event concerns a target dir or its content,
 // or the content of a plugin sub-folder of the conf dir. In the conf dir,
 // only config files and sub-folders are read: a file staged under another
@@ -180,6 +226,8 @@ func (w *watcher) relevant(ev fsnotify.Event) bool {
 		}
 	}
 	switch {
+	case w.linkTargets[name]:
+		return true // the file a symlinked config leads to
 	case slices.Contains(w.targets[1:], dir):
 		return true // in a bin dir
 	case dir == w.confDir:
@@ -219,9 +267,9 @@ func (w *watcher) run(ctx context.Context) {
 			w.failed(err)
 			w.changed(ctx)
 		case <-w.timer.C:
-			w.deb.fire()
+			provisional := w.deb.fire()
 			w.sync()
-			w.loadNow(ctx, false)
+			w.loadNow(ctx, false, provisional)
 		case <-resync.C:
 			if w.sync() {
 				w.changed(ctx)
@@ -257,20 +305,22 @@ func (w *watcher) failed(err error) {
 func (w *watcher) changed(ctx context.Context) {
 	leading, delay := w.deb.event(time.Now())
 	if leading {
-		w.loadNow(ctx, true)
+		w.loadNow(ctx, true, true)
 		return
 	}
 	w.timer.Reset(delay)
 	w.updateReady()
 }
 
-// loadNow runs a load. When a leading load leaves skips unconfirmed, a
-// trailing load is made due to confirm them. A trailing load that leaves
-// some (because it failed, say on a conf dir that is gone) makes none:
-// the next event will.
-func (w *watcher) loadNow(ctx context.Context, leading bool) {
+// loadNow runs a load. A provisional load (the leading one, and the
+// burst's first trailing one, which come while a change may be half done)
+// logs the files it cannot use at Debug only; when it leaves such skips
+// unconfirmed, a trailing load is made due to confirm them. A load that
+// is not provisional and leaves some (because it failed, say on a conf
+// dir that is gone) makes none: the next event will.
+func (w *watcher) loadNow(ctx context.Context, leading, provisional bool) {
 	w.stats.readyAt.Store(math.MaxInt64) // not idle while it runs
-	unconfirmed := w.load(ctx, leading)
+	unconfirmed := w.load(ctx, provisional)
 	now := time.Now()
 	w.deb.loaded(now)
 	if leading {
@@ -278,7 +328,7 @@ func (w *watcher) loadNow(ctx context.Context, leading bool) {
 	} else {
 		w.stats.trailing.Add(1)
 	}
-	if leading && unconfirmed {
+	if provisional && unconfirmed {
 		w.timer.Reset(w.deb.trail(now))
 	}
 	w.updateReady()

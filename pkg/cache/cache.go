@@ -34,22 +34,21 @@ type Cache struct {
 // IndexResults makes [Cache.ForContainer] find a container's files in an
 // index of the results directory's names, kept current with inotify,
 // instead of listing a directory that holds an entry for every
-// attachment on the node. What it returns is the same. Where no index can
-// be kept it returns an error matching [ErrNoIndex], and ForContainer
-// keeps listing; so does a lookup that finds the index unsure (events
-// lost, the directory replaced), which rebuilds it. [Cache.Close] ends
-// it. Calling it twice is fine.
+// attachment on the node. What it returns is the same. The index is made
+// at the first lookup. Where none can be kept it returns an error
+// matching [ErrNoIndex] (not Linux), and ForContainer keeps listing; so
+// does a lookup that finds the index unsure (events lost, the directory
+// replaced), which rebuilds it, and every lookup when no inotify instance
+// could be had. [Cache.Close] ends it. Calling it twice is fine.
 func (c *Cache) IndexResults() error {
+	if !indexSupported {
+		return ErrNoIndex
+	}
 	c.indexMu.Lock()
 	defer c.indexMu.Unlock()
-	if c.index != nil {
-		return nil
+	if c.index == nil {
+		c.index = newNameIndex()
 	}
-	w, err := newDirWatch()
-	if err != nil {
-		return err
-	}
-	c.index = newNameIndex(w)
 	return nil
 }
 

@@ -23,14 +23,16 @@ var ErrNoIndex = errors.New("cache: no index of the results directory on this sy
 // caller lists the directory, as without an index.
 type nameIndex struct {
 	mu       sync.Mutex          // guards every field, and the watch's fd
-	watch    *dirWatch           // nil once closed
+	watch    *dirWatch           // made by the first lookup
+	closed   bool                // by Cache.Close
+	broken   bool                // no inotify instance could be had
 	watching bool                // the names below mirror the directory
 	byID     map[string][]string // candidate container ID -> names
 	names    map[string]bool     // every file name
 }
 
-func newNameIndex(w *dirWatch) *nameIndex {
-	return &nameIndex{watch: w, byID: map[string][]string{}, names: map[string]bool{}}
+func newNameIndex() *nameIndex {
+	return &nameIndex{byID: map[string][]string{}, names: map[string]bool{}}
 }
 
 // lookup returns the sorted file names that could hold entries of
@@ -38,8 +40,18 @@ func newNameIndex(w *dirWatch) *nameIndex {
 func (x *nameIndex) lookup(dir, id string) ([]string, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.watch == nil {
+	if x.closed || x.broken {
 		return nil, false
+	}
+	if x.watch == nil {
+		// Made at first use, so that a Cache that never looks a container
+		// up holds no inotify instance (a user has 128 by default).
+		w, err := newDirWatch()
+		if err != nil {
+			x.broken = true
+			return nil, false
+		}
+		x.watch = w
 	}
 	if !x.watching && !x.start(dir) {
 		return nil, false
@@ -107,6 +119,7 @@ func (x *nameIndex) remove(name string) {
 func (x *nameIndex) close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.closed = true
 	if x.watch == nil {
 		return nil
 	}

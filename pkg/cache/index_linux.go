@@ -8,6 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// indexSupported: inotify is there.
+const indexSupported = true
+
 // dirWatch is an inotify instance watching at most one directory for
 // files created, removed and renamed. Its methods are called with the
 // index's lock held.

@@ -6,6 +6,8 @@ package cache
 // ErrNoIndex and ForContainer lists the directory.
 type dirWatch struct{}
 
+const indexSupported = false
+
 func newDirWatch() (*dirWatch, error)   { return nil, ErrNoIndex }
 func (*dirWatch) add(string) bool       { return false }
 func (*dirWatch) remove()               {}

@@ -165,6 +165,34 @@ func TestIndexAgreesWithListing(t *testing.T) {
 	require.True(t, c.nameIndex().watching, "the index watches the new directory")
 }
 
+// The inotify instance is made at the first lookup, and Close releases it.
+func TestIndexHoldsInotifyOnlyOnceUsed(t *testing.T) {
+	c, _ := indexed(t)
+	before := inotifyInstances(t)
+	require.NoError(t, os.MkdirAll(c.ResultsDir(), 0o700))
+	assert.Equal(t, before, inotifyInstances(t), "none before the first lookup")
+	_, err := c.ForContainer("ctr")
+	require.NoError(t, err)
+	assert.Equal(t, before+1, inotifyInstances(t), "one once used")
+	require.NoError(t, c.Close())
+	assert.Equal(t, before, inotifyInstances(t), "none after Close")
+}
+
+// inotifyInstances counts this process's inotify instances. Tests that
+// count them do not run in parallel.
+func inotifyInstances(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
+
 // After Close, ForContainer lists the directory again.
 func TestIndexClose(t *testing.T) {
 	c, plain := indexed(t)
