@@ -18,10 +18,15 @@
 // name order; a ".conf" or ".json" file becomes a single-plugin list) and,
 // unless [WithoutWatcher] is given, watches it and the bin dirs with
 // fsnotify. Created, written, renamed-in and removed files take effect
-// without a restart. The first event of a burst is reloaded at once, so a
-// new file is usable within milliseconds, and the events that follow
-// within the debounce window ([WithReloadDebounce], 100ms by default) are
-// gathered into one more reload at its end: a burst of writes costs two
+// without a restart, and so do changes of the files that symlinked configs
+// lead to (a Kubernetes-style ..data swap included) and plugin binaries
+// installed, replaced or made executable. The first event of a burst is
+// reloaded at once, and the events that follow in one more reload once
+// they pause for a few milliseconds, so that a change made of several
+// events (a write after a truncation, a rename after a write) is usable
+// within milliseconds too; events after that reload are gathered into
+// one more, a debounce window ([WithReloadDebounce], 100ms by default)
+// after the latest of them. A burst of writes thus costs two or three
 // reloads. A file staged in the conf dir under a name that is not read
 // (such as 10-a.conflist.tmp) counts only when it is renamed into place. A
 // conf dir that does not exist yet, or is deleted and recreated, is picked
@@ -29,9 +34,9 @@
 // plugins, a version its plugins do not support, a plugin binary missing
 // from every bin dir) is skipped and logged, and [Manager.Skipped] says
 // why; a request for its network fails with a [NetworkNotFoundError] that
-// carries the reason. A file that the first reload of a burst cannot read
-// or parse may be half-written: it is logged at Debug, and at Warn only if
-// the reload at the end of the burst still cannot use it. When two files
+// carries the reason. A file that the first two reloads of a burst cannot
+// read or parse may be half-written: it is logged at Debug, and at Warn
+// only if the reload a window later still cannot use it. When two files
 // declare one network, the first in name order wins.
 //
 // A ".conflist" network that does not set loadOnlyInlinedPlugins also runs

@@ -215,11 +215,13 @@ func WithRollbackTimeout(d time.Duration) Option {
 }
 
 // WithReloadDebounce sets the watcher's debounce window. The default is
-// 100ms. The first change after a quiet window is reloaded at once, so a
-// new file is usable within milliseconds whatever the window; the changes
-// that follow within the window are gathered into one more reload, one
+// 100ms. The first change after a quiet window is reloaded at once, and
+// the changes that follow in one more reload once they pause for a few
+// milliseconds, so a change is usable within milliseconds whatever the
+// window; the changes after that are gathered into one more reload, one
 // window after the latest of them (but at most a second after the first).
-// A burst of writes thus costs two reloads. 0 reloads on every change.
+// A burst of writes thus costs two or three reloads. 0 reloads on every
+// change.
 func WithReloadDebounce(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
