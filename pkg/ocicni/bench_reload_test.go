@@ -23,45 +23,59 @@ const reloadBenchPool = 32
 // benchVisibleTimeout bounds each wait for a reload in the benchmarks.
 const benchVisibleTimeout = 10 * time.Second
 
-// reloadBenchManager is a watching manager with the default debounce, on a
-// conf dir of its own.
+// reloadBenchManager is a watching manager with the default debounce, on
+// a conf dir of its own, with a bin dir of its own after the shared one
+// and a directory outside both.
 type reloadBenchManager struct {
-	dir string
-	m   *Manager
+	root, dir, bin, outside string
+	m                       *Manager
+	n                       int // changes made so far, for kinds that count
 }
 
 // newReloadBenchManagers starts pool managers, each on a conf dir that
 // holds files bridge configs written an hour ago (so that they are cached,
 // as on a node whose configs have been in place for a while) and, named to
-// sort first, the config that each iteration replaces.
-func newReloadBenchManagers(b *testing.B, pool, files int) []reloadBenchManager {
+// sort first, the config that each iteration changes, as setup lays it
+// out (nil: a plain file of network "initial").
+func newReloadBenchManagers(b *testing.B, pool, files int, setup func(b *testing.B, rb *reloadBenchManager, initial string)) []*reloadBenchManager {
 	b.Helper()
 	testenv.RequireRoot(b)
 	n := testenv.Alloc(b) // configs only: no ADD runs, so one network serves all
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	old := time.Now().Add(-time.Hour)
-	ms := make([]reloadBenchManager, pool)
+	ms := make([]*reloadBenchManager, pool)
 	for i := range ms {
-		dir := b.TempDir()
-		ipam := filepath.Join(dir, "ipam")
+		root := b.TempDir()
+		rb := &reloadBenchManager{root: root, dir: filepath.Join(root, "net.d"), bin: filepath.Join(root, "bin"), outside: filepath.Join(root, "outside")}
+		for _, d := range []string{rb.dir, rb.bin, rb.outside} {
+			require.NoError(b, os.Mkdir(d, 0o755))
+		}
 		for f := range files {
-			p := testenv.WriteFile(b, dir, fmt.Sprintf("%02d-net.conflist", 10+f),
-				testenv.BridgeConflist(fmt.Sprintf("net%02d", f), "1.0.0", n, ipam))
+			p := testenv.WriteFile(b, rb.dir, fmt.Sprintf("%02d-net.conflist", 10+f),
+				testenv.BridgeConflist(fmt.Sprintf("net%02d", f), "1.0.0", n, rb.ipam()))
 			require.NoError(b, os.Chtimes(p, old, old))
 		}
-		p := testenv.WriteFile(b, dir, "00-new.conflist", testenv.BridgeConflist("initial", "1.0.0", n, ipam))
-		require.NoError(b, os.Chtimes(p, old, old))
-		m, err := New(WithConfDir(dir), WithBinDirs(pluginDir), WithCacheDir(b.TempDir()),
+		initial := testenv.BridgeConflist("initial", "1.0.0", n, rb.ipam())
+		if setup == nil {
+			p := testenv.WriteFile(b, rb.dir, "00-new.conflist", initial)
+			require.NoError(b, os.Chtimes(p, old, old))
+		} else {
+			setup(b, rb, initial)
+		}
+		m, err := New(WithConfDir(rb.dir), WithBinDirs(pluginDir, rb.bin), WithCacheDir(b.TempDir()),
 			WithLogger(logrus.NewEntry(logger)))
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = m.Shutdown() })
 		require.Equal(b, "initial", m.GetDefaultNetworkName())
 		require.Len(b, m.Networks(), files+1)
-		ms[i] = reloadBenchManager{dir: dir, m: m}
+		rb.m = m
+		ms[i] = rb
 	}
 	return ms
 }
+
+func (rb *reloadBenchManager) ipam() string { return filepath.Join(rb.root, "ipam") }
 
 // waitIdle waits until m's watcher has no trailing reload due and its
 // debounce window has passed, so that the next event reloads at once.
@@ -114,46 +128,6 @@ func stageConfig(b *testing.B, dir, name, content string) (rename func()) {
 	}
 }
 
-// BenchmarkReloadVisible measures, with the default debounce, how long a
-// config renamed into place takes to become the default network: from
-// the rename until the manager publishes the set that holds it. files
-// configs are in the dir besides it. Each iteration starts on a watcher
-// that is idle (no reload due, its window over), so that it measures the
-// leading-edge reload; waiting for that is not timed. It reports the
-// median and the 99th percentile, and how many trailing reloads ran per
-// iteration (0: every change was seen by a leading reload alone).
-func BenchmarkReloadVisible(b *testing.B) {
-	for _, files := range []int{1, 50} {
-		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
-			pool := newReloadBenchManagers(b, reloadBenchPool, files)
-			n := testenv.Alloc(b)
-			var took []float64 // ms
-			for i := 0; b.Loop(); i++ {
-				b.StopTimer()
-				rb := pool[i%len(pool)]
-				waitIdle(b, rb.m)
-				name := fmt.Sprintf("new%d", i)
-				rename := stageConfig(b, rb.dir, "00-new.conflist", testenv.BridgeConflist(name, "1.0.0", n, filepath.Join(rb.dir, "ipam")))
-				b.StartTimer()
-
-				start := time.Now()
-				rename()
-				waitPublished(b, rb.m, func() bool { return rb.m.GetDefaultNetworkName() == name })
-				took = append(took, ms(time.Since(start)))
-			}
-			b.StopTimer()
-			var trailing int64
-			for _, rb := range pool {
-				waitIdle(b, rb.m)
-				trailing += rb.m.conf.WatchStats().Trailing
-			}
-			b.ReportMetric(quantile(took, 0.50), "p50-ms")
-			b.ReportMetric(quantile(took, 0.99), "p99-ms")
-			b.ReportMetric(float64(trailing)/float64(len(took)), "trailing/op")
-		})
-	}
-}
-
 // BenchmarkReloadBurst renames 20 configs into place back to back, with
 // the default debounce, and reports how many reloads the burst cost
 // (leading and trailing) and the most any burst cost. The time per
@@ -161,7 +135,7 @@ func BenchmarkReloadVisible(b *testing.B) {
 // burst's trailing reload and the window after it is not timed.
 func BenchmarkReloadBurst(b *testing.B) {
 	const burst = 20
-	rb := newReloadBenchManagers(b, 1, 0)[0]
+	rb := newReloadBenchManagers(b, 1, 0, nil)[0]
 	n := testenv.Alloc(b)
 	var bursts, reloads, most int64
 	for i := 0; b.Loop(); i++ {
