@@ -75,6 +75,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "renamed-in",
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name := fmt.Sprintf("new%d", i)
 			return stageConfig(b, rb.dir, "00-new.conflist", testenv.BridgeConflist(name, "1.0.0", n, rb.ipam())), isDefault(rb, name)
 		},
@@ -82,6 +83,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "written-in-place",
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name := fmt.Sprintf("new%d", i)
 			content := []byte(testenv.BridgeConflist(name, "1.0.0", n, rb.ipam()))
 			return func() { require.NoError(b, os.WriteFile(filepath.Join(rb.dir, "00-new.conflist"), content, 0o644)) }, isDefault(rb, name)
@@ -90,6 +92,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "removed",
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name := fmt.Sprintf("new%d", i)
 			p := testenv.WriteFile(b, rb.dir, "00-new.conflist", testenv.BridgeConflist(name, "1.0.0", n, rb.ipam()))
 			settled(b, rb, isDefault(rb, name))
@@ -99,10 +102,12 @@ var reloadKinds = []reloadKind{
 	{
 		name: "symlink-target",
 		layout: func(b *testing.B, rb *reloadBenchManager, initial string) {
+			b.Helper()
 			target := testenv.WriteFile(b, rb.outside, "new.conflist", initial)
 			require.NoError(b, os.Symlink(target, filepath.Join(rb.dir, "00-new.conflist")))
 		},
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name := fmt.Sprintf("new%d", i)
 			return stageConfig(b, rb.outside, "new.conflist", testenv.BridgeConflist(name, "1.0.0", n, rb.ipam())), isDefault(rb, name)
 		},
@@ -110,6 +115,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "data-swap",
 		layout: func(b *testing.B, rb *reloadBenchManager, initial string) {
+			b.Helper()
 			gen := filepath.Join(rb.dir, "..gen0")
 			require.NoError(b, os.Mkdir(gen, 0o755))
 			testenv.WriteFile(b, gen, "00-new.conflist", initial)
@@ -117,6 +123,7 @@ var reloadKinds = []reloadKind{
 			require.NoError(b, os.Symlink(filepath.Join("..data", "00-new.conflist"), filepath.Join(rb.dir, "00-new.conflist")))
 		},
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name := fmt.Sprintf("new%d", i)
 			rb.n++
 			gen, old := fmt.Sprintf("..gen%d", rb.n), fmt.Sprintf("..gen%d", rb.n-1)
@@ -134,6 +141,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "subfolder-plugin",
 		layout: func(b *testing.B, rb *reloadBenchManager, initial string) {
+			b.Helper()
 			testenv.WriteFile(b, rb.dir, "00-new.conflist", initial)
 			sub := filepath.Join(rb.dir, "initial")
 			require.NoError(b, os.Mkdir(sub, 0o755))
@@ -141,6 +149,7 @@ var reloadKinds = []reloadKind{
 			testenv.WriteFile(b, sub, "000-portmap.conf", `{"cniVersion":"1.0.0","type":"portmap"}`)
 		},
 		prepare: func(b *testing.B, rb *reloadBenchManager, _ testenv.Net, _ int) (func(), func() bool) {
+			b.Helper()
 			rb.n++
 			sub := filepath.Join(rb.dir, "initial")
 			want := 2 + rb.n // bridge and the first portmap, then one more per change
@@ -154,6 +163,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "binary-installed",
 		prepare: func(b *testing.B, rb *reloadBenchManager, _ testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name, typ := fmt.Sprintf("new%d", i), fmt.Sprintf("plug%d", i)
 			testenv.WriteFile(b, rb.dir, "00-new.conflist", pluginConf(name, "1.0.0", typ))
 			settled(b, rb, func() bool { return skippedFile(rb.m, filepath.Join(rb.dir, "00-new.conflist")) != nil })
@@ -165,6 +175,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "binary-replaced",
 		prepare: func(b *testing.B, rb *reloadBenchManager, _ testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			// The old binary supports 0.3.1 only, the config asks for 1.1.0.
 			name, plug := fmt.Sprintf("new%d", i), filepath.Join(rb.bin, "swap")
 			require.NoError(b, os.WriteFile(plug, []byte("#!/bin/sh\necho '{\"cniVersion\":\"0.3.1\",\"supportedVersions\":[\"0.3.1\"]}'\n"), 0o755))
@@ -178,6 +189,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "binary-made-executable",
 		prepare: func(b *testing.B, rb *reloadBenchManager, _ testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name, typ := fmt.Sprintf("new%d", i), fmt.Sprintf("exe%d", i)
 			plug := filepath.Join(rb.bin, typ)
 			copyPlugin(b, plug, 0o644)
@@ -189,6 +201,7 @@ var reloadKinds = []reloadKind{
 	{
 		name: "conf-dir-recreated",
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
+			b.Helper()
 			name := fmt.Sprintf("new%d", i)
 			st := rb.m.conf.WatchStats()
 			require.NoError(b, os.RemoveAll(rb.dir))
