@@ -11,21 +11,26 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // loaderEnv is a conf dir and a bin dir under one test-owned root (so the
 // conf dir's parent belongs to the test too) and a fake exec that answers
-// VERSION: config loading and watching need no plugin to run.
+// VERSION: config loading and watching need no plugin to run. The fake
+// finds a plugin where a file of its name is in a bin dir, so that tests
+// install and remove plugins (installPlugin) while the manager watches.
 type loaderEnv struct {
 	root, confDir, binDir string
-	exec                  *fakeExec
+	exec                  *fakecni.Exec
 	log                   *test.Hook
 }
 
 func newLoaderEnv(t *testing.T) *loaderEnv {
 	t.Helper()
 	root := t.TempDir()
-	e := &loaderEnv{root: root, confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: newFakeExec()}
+	e := &loaderEnv{root: root, confDir: filepath.Join(root, "net.d"), binDir: filepath.Join(root, "bin"), exec: fakecni.New()}
+	e.exec.SetFindMode(fakecni.FindOnDisk)
 	require.NoError(t, os.Mkdir(e.confDir, 0o755))
 	require.NoError(t, os.Mkdir(e.binDir, 0o755))
 	for _, typ := range []string{"good", "other"} {
@@ -42,6 +47,11 @@ func (e *loaderEnv) manager(t *testing.T, opts ...Option) *Manager {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m.Shutdown()) })
 	return m
+}
+
+// versionCalls returns how many VERSION calls plugin type typ got.
+func (e *loaderEnv) versionCalls(typ string) int {
+	return e.exec.Count(fakecni.Match{Verb: "VERSION", PluginType: typ})
 }
 
 // options returns the options manager uses, followed by opts, and points
@@ -134,7 +144,7 @@ func TestConfigSelection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newLoaderEnv(t)
 			installPlugin(t, e.binDir, "old")
-			e.exec.support("old", "0.3.1")
+			e.exec.PluginVersions("old", "0.3.1")
 			for name, content := range tt.files {
 				writeConf(t, e.confDir, name, content)
 			}
@@ -214,18 +224,18 @@ func TestReloadCostsWhatChanged(t *testing.T) {
 	}
 	m := e.manager(t)
 	require.Len(t, m.Networks(), 30)
-	assert.Equal(t, 1, e.exec.count("VERSION", "good"), "VERSION runs once per binary, not per file")
-	assert.Equal(t, 1, e.exec.count("VERSION", "other"))
+	assert.Equal(t, 1, e.versionCalls("good"), "VERSION runs once per binary, not per file")
+	assert.Equal(t, 1, e.versionCalls("other"))
 
 	writeConf(t, e.confDir, "zz-new.conflist", conflist("new", "1.0.0", "good"))
 	require.NoError(t, m.Reload(context.Background()))
 	assert.Len(t, m.Networks(), 31)
-	assert.Equal(t, 1, e.exec.count("VERSION", "good"), "an unchanged binary is not asked again")
+	assert.Equal(t, 1, e.versionCalls("good"), "an unchanged binary is not asked again")
 
 	// A replaced binary is asked again.
 	require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "good"), []byte("#!/bin/false\n# v2\n"), 0o755))
 	require.NoError(t, m.Reload(context.Background()))
-	assert.Equal(t, 2, e.exec.count("VERSION", "good"))
+	assert.Equal(t, 2, e.versionCalls("good"))
 }
 
 func TestReloadKeepsLastGoodSetWhenDirUnreadable(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // loadBound is how long a load of a few small files may take, even on a
@@ -355,8 +357,10 @@ func TestLoadRejectsNamesAndTypesLibcniWouldNot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newLoaderEnv(t)
-			// A binary outside the bin dir that "../escape" would reach.
-			installPlugin(t, e.root, "escape")
+			// An executor that finds any name, "../escape" (a binary
+			// outside the bin dir) and "/bin/true" included: the manager
+			// must refuse such types itself.
+			e.exec.SetFindMode(fakecni.FindUnchecked)
 			ext := ".conflist"
 			if !strings.Contains(tt.content, `"plugins"`) {
 				ext = ".conf"

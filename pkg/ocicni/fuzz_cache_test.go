@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // treeFiles lists every regular file and symlink under root, relative.
@@ -91,7 +92,8 @@ func FuzzTeardownAndGCFromCache(f *testing.F) {
 		}
 		before := slices.DeleteFunc(treeFiles(t, root), func(s string) bool { return !isKept(s) })
 
-		fx := newPodExec()
+		fx := fakecni.New()
+		fx.OnlyPlugins("fake")
 		logger, _ := test.NewNullLogger()
 		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 			WithExec(fx), WithLogger(logrus.NewEntry(logger)))
@@ -104,7 +106,7 @@ func FuzzTeardownAndGCFromCache(f *testing.F) {
 
 		after := slices.DeleteFunc(treeFiles(t, root), func(s string) bool { return !isKept(s) })
 		assert.Equal(t, before, after, "files outside the results and order dirs")
-		for _, c := range fx.plugged() {
+		for _, c := range fx.Calls() {
 			assertSafeCall(t, c)
 		}
 	})
@@ -112,14 +114,13 @@ func FuzzTeardownAndGCFromCache(f *testing.F) {
 
 // assertSafeCall checks that a plugin call carries only names and paths
 // that a request would have been allowed to carry.
-func assertSafeCall(t *testing.T, c execCall) {
+func assertSafeCall(t *testing.T, c fakecni.Call) {
 	t.Helper()
-	if c.env["CNI_COMMAND"] == "GC" || c.env["CNI_COMMAND"] == "STATUS" {
+	if c.Verb == "GC" || c.Verb == "STATUS" {
 		return // no container
 	}
-	name, _ := c.stdin["name"].(string)
-	require.NoError(t, cache.ValidateNames(name, c.env["CNI_CONTAINERID"], c.env["CNI_IFNAME"]), "%v", c.env)
-	if ns := c.env["CNI_NETNS"]; ns != "" {
+	require.NoError(t, cache.ValidateNames(c.Network, c.ContainerID, c.IfName), "%v", c.Env)
+	if ns := c.NetNS; ns != "" {
 		_, err := usableStoredNetNS(ns)
 		require.NoError(t, err, "CNI_NETNS %q", ns)
 	}

@@ -13,25 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // validAttachmentsOf returns what each GC verb received as
 // cni.dev/valid-attachments, by network.
-func validAttachmentsOf(t *testing.T, fx *fakeExec) map[string][]types.GCAttachment {
+func validAttachmentsOf(t *testing.T, fx *fakecni.Exec) map[string][]types.GCAttachment {
 	t.Helper()
 	out := map[string][]types.GCAttachment{}
-	for _, c := range fx.plugged() {
-		if c.env["CNI_COMMAND"] != "GC" {
-			continue
-		}
-		name, _ := c.stdin["name"].(string)
-		list, ok := c.stdin["cni.dev/valid-attachments"].([]any)
-		require.True(t, ok, "GC of %s carries the valid attachments", name)
-		out[name] = []types.GCAttachment{}
-		for _, a := range list {
-			m := a.(map[string]any)
-			out[name] = append(out[name], types.GCAttachment{ContainerID: m["containerID"].(string), IfName: m["ifname"].(string)})
-		}
+	for _, c := range fx.Calls("GC") {
+		valid := c.ValidAttachments()
+		require.NotNil(t, valid, "GC of %s carries the valid attachments", c.Network)
+		out[c.Network] = valid
 	}
 	return out
 }
@@ -50,7 +43,8 @@ func TestGCValidAttachmentsUnion(t *testing.T) {
 	}
 	c := cache.New(cacheDir)
 	require.NoError(t, c.WriteOrder("recorded", []cache.Attachment{{Network: "netc", IfName: "net1"}}))
-	fx := newPodExec()
+	fx := fakecni.New()
+	fx.OnlyPlugins("fake")
 	logger, _ := test.NewNullLogger()
 	m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 		WithExec(fx), WithLogger(logrus.NewEntry(logger)))
@@ -68,7 +62,7 @@ func TestGCValidAttachmentsUnion(t *testing.T) {
 		"netb": {{ContainerID: "named", IfName: "x0"}},
 		"netc": {{ContainerID: "recorded", IfName: "net1"}},
 	}, validAttachmentsOf(t, fx))
-	for _, c := range fx.plugged() {
-		assert.Equal(t, "GC", c.env["CNI_COMMAND"], "no DEL for valid pods")
+	for _, c := range fx.Calls() {
+		assert.Equal(t, "GC", c.Verb, "no DEL for valid pods")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // recordingNetNS is a NetNSOps that records its calls and fails
@@ -71,8 +72,9 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 	nsPath := filepath.Join(root, "ns")
 	require.NoError(t, os.WriteFile(nsPath, nil, 0o600))
 
-	newManager := func(ops NetNSOps) (*Manager, *fakeExec) {
-		fx := newPodExec()
+	newManager := func(ops NetNSOps) (*Manager, *fakecni.Exec) {
+		fx := fakecni.New()
+		fx.OnlyPlugins("fake")
 		logger, _ := test.NewNullLogger()
 		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 			WithExec(fx), WithNetNSOps(ops), WithLogger(logrus.NewEntry(logger)))
@@ -94,7 +96,7 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		_, err = m.GetPodNetworkStatusWithContext(ctx, pod)
 		require.Error(t, err, "without a cached result status reads the netns")
 		assert.Equal(t, []string{"up " + nsPath, "check " + nsPath, "check " + nsPath, "addrs " + nsPath + " eth0"}, ops.recorded())
-		assert.Len(t, fx.plugged(), 2, "ADD and CHECK")
+		assert.Len(t, fx.Calls(), 2, "ADD and CHECK")
 
 		_, err = m.SetUpPodWithContext(ctx, PodNetwork{Name: "p", Namespace: "ns", ID: "missing", NetNS: filepath.Join(root, "gone")})
 		require.ErrorIs(t, err, ErrInvalidArgument, "a missing netns is still rejected")
@@ -106,7 +108,7 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		m, fx := newManager(&recordingNetNS{upErr: boom})
 		_, err := m.SetUpPodWithContext(ctx, PodNetwork{Name: "p", Namespace: "ns", ID: "failing", NetNS: nsPath})
 		require.ErrorIs(t, err, boom)
-		assert.Empty(t, fx.plugged(), "no plugin ran")
+		assert.Empty(t, fx.Calls(), "no plugin ran")
 		order, err := cache.New(cacheDir).ReadOrder("failing")
 		require.NoError(t, err)
 		assert.Nil(t, order, "no order recorded")

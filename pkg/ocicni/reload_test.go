@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // testPod is a pod whose request passes validation without root: its
@@ -23,9 +25,9 @@ func testPod(t *testing.T, network string) PodNetwork {
 func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "slow")
-	g := e.exec.gate("slow", true)
+	g := e.exec.Gate(fakecni.Match{PluginType: "slow"})
 	m := e.manager(t, withVersionWait(longWait))
-	t.Cleanup(g.release)
+	t.Cleanup(g.Release)
 
 	// The file arrives unannounced; the pod's lookup reloads.
 	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
@@ -37,7 +39,7 @@ func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 		_, err := m.SetUpPodWithContext(ctx, pod)
 		errc <- err
 	}()
-	waitEntered(t, g)
+	g.WaitEntered(t, 1)
 	cancel()
 	select {
 	case err := <-errc:
@@ -49,19 +51,19 @@ func TestCancelledCallerDoesNotFailTheReloadForEveryone(t *testing.T) {
 
 	// The reload went on under no caller's context: the answer loads the
 	// network for everyone, and nothing recorded a VERSION failure.
-	g.release()
+	g.Release()
 	require.Eventually(t, func() bool { return len(m.Networks()) == 1 }, loadBound, 5*time.Millisecond)
 	assert.Equal(t, []string{"slow"}, m.Networks())
 	assert.Empty(t, m.Skipped())
-	assert.Equal(t, 1, e.exec.count("VERSION", "slow"))
+	assert.Equal(t, 1, e.versionCalls("slow"))
 }
 
 func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "hang")
-	g := e.exec.gate("hang", false) // answers nothing, even when cancelled
+	g := e.exec.Gate(fakecni.Match{PluginType: "hang"}, fakecni.IgnoreContext()) // answers nothing, even when cancelled
 	m := e.manager(t, withVersionWait(longWait))
-	t.Cleanup(g.release)
+	t.Cleanup(g.Release)
 
 	writeConf(t, e.confDir, "10-hang.conflist", conflist("hang", "1.0.0", "hang"))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -74,6 +76,6 @@ func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 
 	// Shutdown waits for the VERSION call it started, which ends when the
 	// plugin answers.
-	g.release()
+	g.Release()
 	within(t, loadBound, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 func TestSetupTracker(t *testing.T) {
@@ -81,7 +82,8 @@ func TestGCLeavesSetupsInFlightAlone(t *testing.T) {
 	writeEntry(t, cacheDir, "neta", "1.1.0", "stale", "eth0")
 	c := cache.New(cacheDir)
 	require.NoError(t, c.WriteOrder("busy", []cache.Attachment{{Network: "neta", IfName: "eth0"}, {Network: "netb", IfName: "net1"}}))
-	fx := newPodExec()
+	fx := fakecni.New()
+	fx.OnlyPlugins("fake")
 	logger, _ := test.NewNullLogger()
 	m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
 		WithExec(fx), WithLogger(logrus.NewEntry(logger)))
@@ -93,10 +95,8 @@ func TestGCLeavesSetupsInFlightAlone(t *testing.T) {
 	end()
 
 	var dels []string
-	for _, c := range fx.plugged() {
-		if c.env["CNI_COMMAND"] == "DEL" {
-			dels = append(dels, c.env["CNI_CONTAINERID"])
-		}
+	for _, c := range fx.Calls("DEL") {
+		dels = append(dels, c.ContainerID)
 	}
 	assert.Equal(t, []string{"stale"}, dels, "nothing of the sandbox being set up is deleted")
 	assert.Equal(t, map[string][]types.GCAttachment{

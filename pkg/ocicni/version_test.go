@@ -2,6 +2,7 @@ package ocicni
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // withVersionWait sets how long a load waits for VERSION answers.
@@ -40,7 +43,7 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 		{
 			name: "VERSION fails",
 			setup: func(e *loaderEnv) func() {
-				e.exec.fail("broken")
+				e.exec.FailPlugin("broken", "VERSION", errors.New("exec format error"))
 				return func() {}
 			},
 			wantErr: ErrVersionFailed,
@@ -48,7 +51,7 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 		{
 			name: "VERSION never answers",
 			setup: func(e *loaderEnv) func() {
-				return e.exec.gate("broken", true).release
+				return e.exec.Gate(fakecni.Match{PluginType: "broken"}).Release
 			},
 			wantErr: context.DeadlineExceeded,
 		},
@@ -71,18 +74,18 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 				require.ErrorIs(t, sk, ErrVersionFailed)
 				require.ErrorIs(t, sk, tt.wantErr)
 			}
-			assert.Equal(t, 1, e.exec.count("VERSION", "broken"), "one call for three files")
+			assert.Equal(t, 1, e.versionCalls("broken"), "one call for three files")
 
 			for range 3 {
 				within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 			}
-			assert.Equal(t, 1, e.exec.count("VERSION", "broken"), "the failure is remembered")
+			assert.Equal(t, 1, e.versionCalls("broken"), "the failure is remembered")
 			assert.Len(t, m.Skipped(), 3)
 
 			// A new binary is asked again.
 			require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "broken"), []byte("#!/bin/false\n# v2\n"), 0o755))
 			within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
-			assert.Equal(t, 2, e.exec.count("VERSION", "broken"))
+			assert.Equal(t, 2, e.versionCalls("broken"))
 		})
 	}
 }
@@ -93,9 +96,10 @@ func TestVersionCallsOfDistinctBinariesRunConcurrently(t *testing.T) {
 	installPlugin(t, e.binDir, "b")
 	writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "a"))
 	writeConf(t, e.confDir, "20-b.conflist", conflist("b", "1.0.0", "b"))
-	a, b := e.exec.gate("a", false), e.exec.gate("b", false)
-	t.Cleanup(a.release) // runs after the test fails, if it does
-	t.Cleanup(b.release)
+	a := e.exec.Gate(fakecni.Match{PluginType: "a"}, fakecni.IgnoreContext())
+	b := e.exec.Gate(fakecni.Match{PluginType: "b"}, fakecni.IgnoreContext())
+	t.Cleanup(a.Release) // runs after the test fails, if it does
+	t.Cleanup(b.Release)
 
 	opts := e.options(t, withVersionWait(longWait))
 	started := make(chan struct{})
@@ -105,9 +109,11 @@ func TestVersionCallsOfDistinctBinariesRunConcurrently(t *testing.T) {
 		defer close(started)
 		m, err = New(opts...)
 	}()
-	waitEntered(t, a, b) // both are running: neither waits for the other
-	a.release()
-	b.release()
+	// Both are running: neither waits for the other.
+	a.WaitEntered(t, 1)
+	b.WaitEntered(t, 1)
+	a.Release()
+	b.Release()
 	select {
 	case <-started:
 		require.NoError(t, err)
@@ -123,9 +129,9 @@ func TestHungVersionDoesNotDelayOtherFiles(t *testing.T) {
 	installPlugin(t, e.binDir, "hang")
 	writeConf(t, e.confDir, "00-hang.conflist", conflist("hang", "1.0.0", "hang"))
 	writeConf(t, e.confDir, "10-good.conflist", conflist("good", "1.0.0", "good"))
-	g := e.exec.gate("hang", false) // ignores cancellation too
+	g := e.exec.Gate(fakecni.Match{PluginType: "hang"}, fakecni.IgnoreContext())
 	m := e.managerWithin(t, loadBound, withVersionWait(50*time.Millisecond))
-	t.Cleanup(g.release)
+	t.Cleanup(g.Release)
 
 	assert.Equal(t, []string{"good"}, m.Networks())
 	assert.Equal(t, "good", m.GetDefaultNetworkName())
@@ -139,7 +145,7 @@ func TestHungVersionDoesNotDelayOtherFiles(t *testing.T) {
 		_, _, err := m.lookup(context.Background(), m.snapshot(), "hang")
 		found <- err
 	}()
-	g.release()
+	g.Release()
 	select {
 	case err := <-found:
 		require.NoError(t, err)
@@ -156,9 +162,9 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	e := newLoaderEnv(t)
 	installPlugin(t, e.binDir, "slow")
 	path := writeConf(t, e.confDir, "10-net.conflist", conflist("net", "1.0.0", "good"))
-	g := e.exec.gate("slow", false)
+	g := e.exec.Gate(fakecni.Match{PluginType: "slow"}, fakecni.IgnoreContext())
 	m := e.manager(t, withVersionWait(50*time.Millisecond))
-	t.Cleanup(g.release)
+	t.Cleanup(g.Release)
 	require.Equal(t, []string{"good"}, pluginTypes(m, "net"))
 
 	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "slow")), 0o644))
@@ -166,7 +172,7 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"), "the last good config stays while VERSION is pending")
 	require.ErrorIs(t, skippedFile(m, path), ErrVersionPending)
 
-	g.release()
+	g.Release()
 	require.Eventually(t, func() bool {
 		types := pluginTypes(m, "net")
 		return len(types) == 1 && types[0] == "slow"

@@ -17,6 +17,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // The watcher reloads within a few debounce periods; the long deadline only
@@ -361,7 +363,7 @@ func TestWatchInvalidFileBesideValid(t *testing.T) {
 			t.Parallel()
 			e := newWatchEnv(t)
 			installPlugin(t, e.binDir, "old")
-			e.exec.support("old", "0.3.1")
+			e.exec.PluginVersions("old", "0.3.1")
 			writeConf(t, e.confDir, "10-a.conflist", conflist("a", "1.0.0", "good"))
 			m := e.manager(t)
 
@@ -441,7 +443,7 @@ func TestWatchBurstCoalesces(t *testing.T) {
 	m := e.manager(t)
 	// The loader looks up every plugin of every parsed file on each load,
 	// so the lookups of a plugin that only one file uses count the loads.
-	require.Equal(t, 1, e.exec.lookupsOf("probe"), "one lookup per load")
+	require.Equal(t, 1, e.exec.Lookups("probe"), "one lookup per load")
 
 	want := []string{"probe"}
 	for i := range n {
@@ -450,7 +452,7 @@ func TestWatchBurstCoalesces(t *testing.T) {
 		want = append(want, name)
 	}
 	waitState(t, m, "probe", want...)
-	reloads := e.exec.lookupsOf("probe") - 1
+	reloads := e.exec.Lookups("probe") - 1
 	t.Logf("%d files written, %d reloads", n, reloads)
 	assert.GreaterOrEqual(t, reloads, 1)
 	assert.LessOrEqual(t, reloads, n/5, "a burst of events is coalesced into few reloads")
@@ -624,14 +626,14 @@ func TestWatchSurvivesConfDirReplacedByFile(t *testing.T) {
 func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 	e := newWatchEnv(t)
 	// VERSION of "slow" is held, like a plugin that ignores cancellation.
-	slow := e.exec.gate("slow", false)
+	slow := e.exec.Gate(fakecni.Match{PluginType: "slow"}, fakecni.IgnoreContext())
 	m := e.manager(t)
 	fds := inotifyFDs(t)
-	t.Cleanup(slow.release) // let the watcher go if an assertion failed
+	t.Cleanup(slow.Release) // let the watcher go if an assertion failed
 
 	installPlugin(t, e.binDir, "slow")
 	writeConf(t, e.confDir, "10-slow.conflist", conflist("slow", "1.0.0", "slow"))
-	waitEntered(t, slow)
+	slow.WaitEntered(t, 1)
 
 	done := make(chan struct{})
 	go func() {
@@ -651,7 +653,7 @@ func TestWatchShutdownWaitsForRunningReload(t *testing.T) {
 	require.Eventually(t, func() bool { return closed() || parkedIn("(*Manager).Shutdown") },
 		watchTimeout, watchTick, "Shutdown neither returned nor waited")
 	require.False(t, closed(), "Shutdown returned while the watcher was busy")
-	slow.release()
+	slow.Release()
 	require.Eventually(t, closed, watchTimeout, watchTick)
 	assert.Equal(t, fds-1, inotifyFDs(t))
 }
