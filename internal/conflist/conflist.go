@@ -1,7 +1,8 @@
 // Package conflist holds the one builder of network configuration lists
 // that the tests share: [ocicnitest.Conflist] (public), testenv.Conflist
-// and the manager's internal tests all call [Build]. It imports nothing
-// of this module, so that every one of them can.
+// and the internal tests of the manager, the config loader and the cache
+// all call [Build]. It imports nothing of this module, so that every one
+// of them can.
 //
 // [ocicnitest.Conflist]: https://pkg.go.dev/github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest#Conflist
 package conflist

@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/conflist"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -65,8 +65,8 @@ type attachment struct {
 	network, id, ifname, cniVersion, result string
 }
 
-func (a attachment) confList() string {
-	return fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[{"type":"fake"}]}`, a.cniVersion, a.network)
+func (a attachment) confList() []byte {
+	return conflist.Build(a.network, a.cniVersion, "fake")
 }
 
 func (a attachment) runtimeConf() *libcni.RuntimeConf {
@@ -84,7 +84,7 @@ func (a attachment) runtimeConf() *libcni.RuntimeConf {
 // libcniAdd makes libcni run ADD for a, writing its cache file under dir.
 func libcniAdd(t *testing.T, dir string, a attachment) {
 	t.Helper()
-	list, err := libcni.ConfListFromBytes([]byte(a.confList()))
+	list, err := libcni.ConfListFromBytes(a.confList())
 	require.NoError(t, err)
 	f := fakecni.New()
 	f.Result(a.network, "ADD", a.result)
@@ -96,7 +96,7 @@ func libcniAdd(t *testing.T, dir string, a attachment) {
 // libcniResult asks libcni for the cached result of a.
 func libcniResult(t *testing.T, dir string, a attachment) (string, error) {
 	t.Helper()
-	list, err := libcni.ConfListFromBytes([]byte(a.confList()))
+	list, err := libcni.ConfListFromBytes(a.confList())
 	require.NoError(t, err)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{"/fake"}, dir, fakecni.New())
 	res, err := cni.GetNetworkListCachedResult(list, a.runtimeConf())

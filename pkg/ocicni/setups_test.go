@@ -56,7 +56,7 @@ func TestSetupTracker(t *testing.T) {
 // cniVersion, for tests that run no plugin to create one.
 func writeEntry(t *testing.T, cacheDir, network, version, id, ifname string) {
 	t.Helper()
-	conf := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"cniVersion":%q,"name":%q,"plugins":[{"type":"fake"}]}`, version, network))
+	conf := base64.StdEncoding.EncodeToString([]byte(conflist(network, version, "fake")))
 	dir := filepath.Join(cacheDir, "results")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, network+"-"+id+"-"+ifname), fmt.Appendf(nil,
