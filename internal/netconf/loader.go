@@ -91,7 +91,6 @@ func New(cfg Config) (*Loader, error) {
 		lock:    make(chan struct{}, 1),
 		files:   make(map[string]*parsedFile),
 		pub:     publications{next: make(chan struct{})},
-		reqs:    requests{active: newInflight()},
 	}
 	// An answer that a load stopped waiting for brings its network in
 	// through a load of its own.
@@ -133,7 +132,7 @@ func (l *Loader) Shutdown() {
 		}
 	})
 	l.wg.Wait()
-	l.reqs.active.wait()
+	l.reqs.active.Wait()
 	l.versions.wait()
 }
 

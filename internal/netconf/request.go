@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 )
 
 // requests runs the loads that lookups and VERSION answers request, one
@@ -13,10 +15,10 @@ import (
 // waits for them. Requests that arrive while a load runs share the one
 // after it.
 type requests struct {
-	mu      sync.Mutex    // guards the fields below; a leaf
-	pending chan struct{} // closed when the next requested load is done; nil when none is requested
-	running bool          // a goroutine serves the requests
-	active  *inflight     // that goroutine
+	mu      sync.Mutex     // guards the fields below; a leaf
+	pending chan struct{}  // closed when the next requested load is done; nil when none is requested
+	running bool           // a goroutine serves the requests
+	active  bgwork.Tracker // that goroutine
 }
 
 // RequestLoad requests a load that reads the conf dir after this call,
@@ -31,7 +33,7 @@ func (l *Loader) RequestLoad() <-chan struct{} {
 	}
 	if !r.running {
 		r.running = true
-		r.active.add()
+		r.active.Add()
 		go l.serveRequests()
 	}
 	return r.pending
@@ -40,7 +42,7 @@ func (l *Loader) RequestLoad() <-chan struct{} {
 // serveRequests runs requested loads until none is pending.
 func (l *Loader) serveRequests() {
 	r := &l.reqs
-	defer r.active.done()
+	defer r.active.Done()
 	for {
 		r.mu.Lock()
 		done := r.pending

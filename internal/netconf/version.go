@@ -9,6 +9,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 )
 
 const (
@@ -65,7 +67,7 @@ type versionCache struct {
 
 	mu      sync.Mutex // guards entries and every entry's abandoned; never held while a plugin runs
 	entries map[string]*versionEntry
-	running *inflight // calls in flight
+	running bgwork.Tracker // calls in flight
 }
 
 func newVersionCache(exec invoke.Exec, timeout time.Duration, onAnswer func()) *versionCache {
@@ -75,7 +77,6 @@ func newVersionCache(exec invoke.Exec, timeout time.Duration, onAnswer func()) *
 		slots:    make(chan struct{}, maxVersionCalls),
 		onAnswer: onAnswer,
 		entries:  make(map[string]*versionEntry),
-		running:  newInflight(),
 	}
 }
 
@@ -97,14 +98,14 @@ func (c *versionCache) get(path string) *versionEntry {
 		e.stamp = stampOf(fi)
 		c.entries[path] = e
 	}
-	c.running.add()
+	c.running.Add()
 	go c.call(e)
 	return e
 }
 
 // call runs VERSION for e and resolves it.
 func (c *versionCache) call(e *versionEntry) {
-	defer c.running.done()
+	defer c.running.Done()
 	c.slots <- struct{}{}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	info, err := invoke.GetVersionInfo(ctx, e.path, c.exec)
@@ -139,7 +140,7 @@ func (c *versionCache) abandon(e *versionEntry) bool {
 // wait waits for the calls running now and for any that start meanwhile.
 // Calls are bounded by the timeout, so it returns once the exec gives up
 // on its plugin.
-func (c *versionCache) wait() { c.running.wait() }
+func (c *versionCache) wait() { c.running.Wait() }
 
 // waitVersions waits until every entry is resolved, wait has passed, or
 // ctx is done; it returns ctx's error in the last case.

@@ -223,9 +223,9 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 	serr *SetupError, log *logrus.Entry, hold *setupHold,
 ) error {
 	finished := make(chan *TeardownError, 1)
-	m.rollbacks.add()
+	m.rollbacks.Add()
 	go func() {
-		defer m.rollbacks.done()
+		defer m.rollbacks.Done()
 		finished <- m.rollback(ctx, pod, plans[:failed+1], plans[failed+1:], recorded, log)
 	}()
 	select {
@@ -240,9 +240,9 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 	}
 	serr.Cause, serr.RollbackPending = ctx.Err(), true
 	hold.dropGate()
-	m.rollbacks.add()
+	m.rollbacks.Add()
 	go func() {
-		defer m.rollbacks.done()
+		defer m.rollbacks.Done()
 		defer hold.release()
 		if rerr := <-finished; rerr != nil {
 			log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +

@@ -52,7 +52,7 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 	requireGone(t, child, "plugin's child")
 
 	require.ErrorIs(t, err, ErrRollbackPending)
-	m.rollbacks.wait()
+	m.rollbacks.Wait()
 	assert.Equal(t, []string{"hung", "good"}, e.callNetworks("DEL"), "rollback ran after the deadline")
 	e.assertClean(pod, "good")
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 )
 
 // HealPolicy tunes healing: the background retries of DELs that failed.
@@ -84,11 +86,11 @@ type healer struct {
 	due    map[string]time.Time // sandbox ID -> when its next retry is due
 	queue  healQueue            // due's entries by time, and stale ones (see next)
 	wake   chan struct{}        // capacity 1: the schedule changed
-	active *inflight            // retries in flight, which Shutdown waits for
+	active bgwork.Tracker       // retries in flight, which Shutdown waits for
 }
 
 func newHealer(m *Manager, p HealPolicy) *healer {
-	return &healer{m: m, policy: p, due: map[string]time.Time{}, wake: make(chan struct{}, 1), active: newInflight()}
+	return &healer{m: m, policy: p, due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 }
 
 // schedule asks for a retry of sandbox id at the time at, or earlier if
@@ -171,9 +173,9 @@ func (h *healer) run(ctx context.Context) {
 				return
 			}
 			h.take(id)
-			h.active.add()
+			h.active.Add()
 			go func() {
-				defer h.active.done()
+				defer h.active.Done()
 				defer func() { <-slots }()
 				h.retry(ctx, id)
 			}()

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -57,7 +58,7 @@ type Manager struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the healing loop
 	healer    *healer        // background DEL retries; its loop is counted in wg
-	rollbacks *inflight      // background rollbacks (see SetupError)
+	rollbacks bgwork.Tracker // background rollbacks (see SetupError)
 	shutdown  sync.Once
 }
 
@@ -95,8 +96,7 @@ func New(opts ...Option) (*Manager, error) {
 		gate:  newGate(),
 		pods:  newPodLocks(),
 
-		setups:    newSetupTracker(),
-		rollbacks: newInflight(),
+		setups: newSetupTracker(),
 	}
 	m.cniNoCache = libcni.NewCNIConfigWithCacheDir(o.binDirs, filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
 	conf, err := netconf.New(netconf.Config{
@@ -176,8 +176,8 @@ func (m *Manager) Shutdown() error {
 	m.shutdown.Do(m.cancel)
 	m.conf.Shutdown()
 	m.wg.Wait()
-	m.rollbacks.wait()
-	m.healer.active.wait()
+	m.rollbacks.Wait()
+	m.healer.active.Wait()
 	_ = m.cache.Close() // what follows lists the results dir
 	return nil
 }

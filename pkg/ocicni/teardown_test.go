@@ -213,7 +213,7 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 	err := requireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)
-	m.rollbacks.wait()
+	m.rollbacks.Wait()
 	assert.Equal(t, []string{"slow", "good"}, e.callNetworks("DEL"))
 	e.assertClean(pod, "good")
 }

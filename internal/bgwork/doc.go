@@ -1,0 +1,12 @@
+// Package bgwork counts background work that a Shutdown waits for: the
+// manager's rollbacks and healing retries, the config loader's VERSION
+// calls and requested loads. Each runs in a goroutine of its own that
+// outlives the call that started it, and Shutdown returns only once
+// none is left.
+//
+// A [Tracker] is a sync.WaitGroup that allows new work while another
+// goroutine waits: the manager and the loader keep serving after
+// Shutdown, so a call that arrives meanwhile may start work, and
+// [Tracker.Wait] waits for that too. A WaitGroup forbids an Add from
+// zero that races with a Wait.
+package bgwork
