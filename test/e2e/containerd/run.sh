@@ -33,8 +33,20 @@ CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
 T0=$(date +%s)
 
 export GOWORK=off GOFLAGS=-buildvcs=false
-log() { printf '[e2e-containerd %4ds] %s\n' "$(($(date +%s) - T0))" "$*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
+LOG_TAG=e2e-containerd
+log() { printf '[%s %4ds] %s\n' "$LOG_TAG" "$(($(date +%s) - T0))" "$*" >&2; }
+# die: in a control phase (PHASE set, in the phase's subshell; see
+# control.sh) it ends the phase and leaves its reason in $W/phase.fail;
+# everywhere else it ends the run.
+die() {
+	if [[ -n ${PHASE:-} ]]; then
+		log "$PHASE failed: ${*#"$PHASE: "}"
+		printf '%s\n' "$*" >"$W/phase.fail"
+		exit 1
+	fi
+	log "FAIL: $*"
+	exit 1
+}
 
 # prepare_src: a writable copy of containerd, go-cni imports rewritten to
 # our pkg/gocni, with a replace to this checkout. Keyed by containerd
@@ -196,9 +208,10 @@ compile-negative)
 all | run)
 	# shellcheck source=test/e2e/containerd/lib.sh
 	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	shift || true
+	check_phases "$@"
 	[[ $MODE == run ]] || compile_check
 	build_bins
-	shift || true
 	run_e2e "$@"
 	;;
 *) die "usage: $0 [compile|compile-negative|build|all|run [phase...]]" ;;
