@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile
+.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control
 
 help: ## List the targets
 	@echo "Targets:"
@@ -61,8 +61,11 @@ e2e-crio: ## CRI-O v1.34.0 built against this checkout, driven by crictl (as roo
 e2e-crio-compile: ## Only compile and vet CRI-O's ocicni users against this checkout
 	test/e2e/crio/run.sh compile
 
-e2e-containerd: ## containerd v2.4.2 built against pkg/gocni, driven by crictl (as root; see test/e2e/containerd)
+e2e-containerd: ## containerd v2.4.2 built against pkg/gocni, driven by crictl, then the stock control (as root; see test/e2e/containerd)
 	test/e2e/containerd/run.sh all
+
+e2e-containerd-control: ## Only the control: stock containerd v2.4.2 (go-cni v1.1.14) through the same phases (as root)
+	test/e2e/containerd/run.sh control
 
 e2e-containerd-compile: ## containerd v2.4.2 with go-cni rewritten to pkg/gocni: build, vet, CRI unit tests (see test/e2e/containerd)
 	test/e2e/containerd/run.sh compile

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# Sourced by run.sh for mode all: runs containerd built against our
-# pkg/gocni and drives it with crictl. Uses BIN, PLUGINS, CRICTL_BIN and
-# OCICNITOOL from run.sh's build_bins.
+# Sourced by run.sh for modes all, run and control: runs containerd (built
+# against our pkg/gocni, or stock for the control) and drives it with
+# crictl. Uses BIN, PLUGINS and CRICTL_BIN from run.sh's build_bins or
+# build_stock_bins.
 
 NET=ocicni-e2ec
 BRIDGE=${E2E_BRIDGE:-cni-e2ec0}
@@ -21,12 +22,30 @@ KILLS=0
 LEFTOVERS=0
 ALL_IDS=()
 PHASE_TIMES=()
+STARTS=0
+CTRD_PID=
+HEAL_OUTCOME=
+ADDFAIL_OUTCOME=
+PHASES=(single churn parallel crash noconf heal addfail)
+# CONTROL is set while the control runs (control.sh): stock go-cni writes
+# no order records, so the checks of them are skipped, and a failure ends
+# only its phase.
+CONTROL=
 
 crictl() {
 	"$CRICTL_BIN" --runtime-endpoint "unix://$W/containerd.sock" \
 		--image-endpoint "unix://$W/containerd.sock" --timeout 60s "$@" 2>>"$W/crictl.log"
 }
 ctr() { "$BIN/ctr" --address "$W/containerd.sock" -n k8s.io "$@"; }
+# crictl_err: the last error crictl logged, from "desc = " on, without
+# the quoting of crictl's msg="...".
+crictl_err() {
+	local l
+	l=$(tail -1 "$W/crictl.log" 2>/dev/null) || true
+	l=${l#*desc = }
+	l=${l%\"}
+	printf '%s\n' "${l//\\\"/\"}"
+}
 
 cleanup() {
 	local rc=$?
@@ -77,7 +96,11 @@ start_containerd() {
 	# where they are counted at the end and removed with $W.
 	TMPDIR=$W/tmp PATH=$BIN:$PATH "$BIN/containerd" --config "$W/config.toml" >>"$W/containerd.log" 2>&1 &
 	CTRD_PID=$!
-	STARTS=$((${STARTS:-0} + 1))
+	# The control's phases run in subshells, which may stop this
+	# containerd and start the next: out of the job table, its end is not
+	# reported as a job's ("Killed"); stop_containerd polls for it.
+	[[ -z $CONTROL ]] || disown "$CTRD_PID"
+	STARTS=$((STARTS + 1))
 	local i
 	for i in $(seq 1 120); do
 		if crictl info 2>/dev/null | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status == true' >/dev/null; then
@@ -91,12 +114,28 @@ start_containerd() {
 	die "containerd did not get ready in 60s"
 }
 
+# stop_containerd [signal]: signals containerd and waits until it is gone.
+# A containerd that a control phase's subshell started is not this
+# shell's child (wait returns at once): it is polled, 30 s at most, then
+# killed.
 stop_containerd() {
-	local sig=${1:-TERM}
+	local sig=${1:-TERM} i
 	[[ -n ${CTRD_PID:-} ]] || return 0
 	kill -"$sig" "$CTRD_PID" 2>/dev/null
 	wait "$CTRD_PID" 2>/dev/null || true
+	for i in $(seq 1 300); do
+		ctrd_alive || break
+		((i < 300)) || kill -KILL "$CTRD_PID" 2>/dev/null
+		sleep 0.1
+	done
 	CTRD_PID=
+}
+
+# ctrd_alive: containerd's process runs (a zombie, not yet reaped by
+# init, does not).
+ctrd_alive() {
+	[[ -n ${CTRD_PID:-} ]] && kill -0 "$CTRD_PID" 2>/dev/null &&
+		[[ $(awk '{print $3}' "/proc/$CTRD_PID/stat" 2>/dev/null) != Z ]]
 }
 
 # wait_network_ready [false]: until crictl info reports NetworkReady
@@ -252,7 +291,7 @@ EOF
 }
 
 run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
-	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed (see $W/containerd.log)"
+	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed: $(crictl_err)"
 	[[ $POD_ID =~ ^[0-9a-f]{64}$ ]] || die "crictl runp $1 printed '$POD_ID'"
 	ALL_IDS+=("$POD_ID")
 	PODS_RUN=$((PODS_RUN + 1))
@@ -273,40 +312,51 @@ check_pod_ip() { # id [subnet]
 }
 
 stop_rm_pod() {
-	crictl stopp "$1" >/dev/null || die "crictl stopp $1 failed"
-	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed"
+	crictl stopp "$1" >/dev/null || die "crictl stopp $1 failed: $(crictl_err)"
+	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed: $(crictl_err)"
 }
 
-# count_leftovers: reservations, cache entries (of both networks), veths
-# on both bridges, order records of every pod run, pinned netns.
-count_leftovers() {
-	local n=0 k id net br
+# leftover_kinds: what is left, by kind, as "r v c o n": host-local
+# reservations and libcni cache entries of both networks, veths on both
+# bridges, order records of every pod run, pinned netns; each kind is
+# logged when not zero. The control counts no order records (o is 0):
+# stock go-cni writes none.
+leftover_kinds() {
+	local r=0 v=0 c=0 o=0 n k id net br
 	for net in "$NET" "$HNET"; do
 		k=$(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover host-local reservations of $net: $(ls "$W/ipam/$net")"
-		n=$((n + k))
+		((k == 0)) || log "leftover host-local reservations of $net: $(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock -printf '%f ')"
+		r=$((r + k))
 		k=$(find "$CNI_CACHE/results" -name "$net-*" 2>/dev/null | wc -l)
 		((k == 0)) || log "leftover libcni cache entries of $net: $k"
-		n=$((n + k))
+		c=$((c + k))
 	done
 	for br in "$BRIDGE" "$HBRIDGE"; do
 		k=$(ip -o link show master "$br" 2>/dev/null | wc -l)
 		((k == 0)) || log "leftover veths on $br: $k"
-		n=$((n + k))
+		v=$((v + k))
 	done
-	k=0
-	for id in "${ALL_IDS[@]}"; do
-		[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && k=$((k + 1))
-	done
-	((k == 0)) || log "leftover order records: $k"
-	n=$((n + k))
-	k=$(find "$W/state" -path '*/netns/*' 2>/dev/null | wc -l)
-	((k == 0)) || log "leftover netns: $(find "$W/state" -path '*/netns/*' | tr '\n' ' ')"
-	n=$((n + k))
-	echo "$n"
+	if [[ -z $CONTROL ]]; then
+		for id in "${ALL_IDS[@]}"; do
+			[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && o=$((o + 1))
+		done
+		((o == 0)) || log "leftover order records: $o"
+	fi
+	n=$(find "$W/state" -path '*/netns/*' 2>/dev/null | wc -l)
+	((n == 0)) || log "leftover netns: $(find "$W/state" -path '*/netns/*' | tr '\n' ' ')"
+	echo "$r $v $c $o $n"
 }
 
+count_leftovers() {
+	local r v c o n
+	read -r r v c o n < <(leftover_kinds)
+	echo $((r + v + c + o + n))
+}
+
+# assert_clean phase: zero leftovers, or the run fails. The control's
+# leftovers are counted by run_control after each phase, failed or not.
 assert_clean() { # phase
+	[[ -z $CONTROL ]] || return 0
 	local n
 	n=$(count_leftovers)
 	LEFTOVERS=$((LEFTOVERS + n))
@@ -322,8 +372,8 @@ phase_single() {
 	id=$POD_ID
 	check_pod_ip "$id"
 	[[ -e $CNI_CACHE/results/$NET-$id-eth0 ]] || die "single: no libcni cache entry $NET-$id-eth0"
-	[[ -e $CNI_CACHE/ocicni/attachments/$id ]] || die "single: no order record for $id"
-	log "single: pod ${id:0:12} has $(pod_ip "$id") in $(pod_netns "$id"), cache entry and order record"
+	[[ -n $CONTROL || -e $CNI_CACHE/ocicni/attachments/$id ]] || die "single: no order record for $id"
+	log "single: pod ${id:0:12} has $(pod_ip "$id") in $(pod_netns "$id"), cache entry$([[ -n $CONTROL ]] || echo " and order record")"
 	stop_rm_pod "$id"
 	assert_clean "single"
 }
@@ -350,7 +400,7 @@ phase_parallel() {
 		(crictl runp "$(pod_config "par-$i" "uid-par-$i")" >"$W/pods/par-$i.id") &
 		pids+=($!)
 	done
-	for i in "${!pids[@]}"; do wait "${pids[$i]}" || die "parallel: runp par-$((i + 1)) failed"; done
+	for i in "${!pids[@]}"; do wait "${pids[$i]}" || die "parallel: runp par-$((i + 1)) failed: $(crictl_err)"; done
 	for i in $(seq 1 "$NPAR"); do
 		id=$(<"$W/pods/par-$i.id")
 		[[ $id =~ ^[0-9a-f]{64}$ ]] || die "parallel: runp par-$i printed '$id'"
@@ -366,7 +416,7 @@ phase_parallel() {
 		(crictl stopp "$id" >/dev/null && crictl rmp "$id" >/dev/null) &
 		pids+=($!)
 	done
-	for i in "${!pids[@]}"; do wait "${pids[$i]}" || die "parallel: stopp+rmp of ${ids[$i]} failed"; done
+	for i in "${!pids[@]}"; do wait "${pids[$i]}" || die "parallel: stopp+rmp of ${ids[$i]} failed: $(crictl_err)"; done
 	assert_clean "parallel"
 }
 
@@ -432,10 +482,10 @@ phase_noconf() {
 	[[ -e $W/ipam/$NET/$ip ]] || die "noconf: no reservation for $ip"
 	mv "$W/cni/10-$NET.conflist" "$W/10-$NET.conflist.away"
 	wait_network_ready false
-	crictl stopp "$id" >/dev/null || die "noconf: stopp without the conflist failed"
+	crictl stopp "$id" >/dev/null || die "noconf: stopp without the conflist failed: $(crictl_err)"
 	[[ ! -e $W/ipam/$NET/$ip ]] || die "noconf: reservation $ip not released without the conflist"
 	log "noconf: reservation $ip released from the cached config"
-	crictl rmp "$id" >/dev/null || die "crictl rmp $id failed"
+	crictl rmp "$id" >/dev/null || die "crictl rmp $id failed: $(crictl_err)"
 	mv "$W/10-$NET.conflist.away" "$W/cni/10-$NET.conflist"
 	wait_network_ready true
 	assert_clean "noconf"
@@ -515,18 +565,32 @@ restore_main_network() {
 }
 
 # heal_state id ip veth: what is left of a pod's fault-network attachment,
-# as "r v c o" (reservation, veth, cache entry, order record; 1 = there).
+# as "$STATE_KINDS": "r v c o" (reservation, veth, cache entry, order
+# record; 1 = there), or "r v c" in the control (no order records).
+STATE_KINDS="r v c o"
 heal_state() {
 	local r=0 v=0 c=0 o=0
 	[[ -n $2 && -e $W/ipam/$HNET/$2 ]] && r=1
 	[[ -n $3 ]] && ip link show "$3" >/dev/null 2>&1 && v=1
 	[[ -e $CNI_CACHE/results/$HNET-$1-eth0 ]] && c=1
+	if [[ -n $CONTROL ]]; then
+		echo "$r $v $c"
+		return
+	fi
 	[[ -e $CNI_CACHE/ocicni/attachments/$1 ]] && o=1
 	echo "$r $v $c $o"
 }
 
-# fault_fail id msg: dies with the evidence.
+# state_all bit: heal_state's answer with every kind at bit.
+state_all() { echo "${STATE_KINDS//[a-z]/$1}"; }
+
+# fault_fail id msg: dies with the evidence (in the control, where this is
+# the expected outcome, only the plugin's calls for the sandbox).
 fault_fail() {
+	if [[ -n $CONTROL ]]; then
+		log "faultplug calls for ${1:0:12}: $(awk -v id="$1" '$3 == id {printf "%s%s %s", sep, $2, $4; sep = ", "}' "$W/faultplug.log" 2>/dev/null)"
+		die "$2"
+	fi
 	log "containerd.log (last 40 lines):"
 	tail -40 "$W/containerd.log" >&2
 	log "faultplug calls ($W/faultplug.log):"
@@ -540,17 +604,18 @@ fault_fail() {
 # wait_healed id ip veth phase t_last: no CRI call; everything of the
 # attachment must go within E2E_HEAL_WAIT (60) s, by a DEL after t_last.
 wait_healed() {
-	local id=$1 ip=$2 veth=$3 phase=$4 t_last=$5 wait=${E2E_HEAL_WAIT:-60} i state t0 t1 ndel pid=$CTRD_PID
+	local id=$1 ip=$2 veth=$3 phase=$4 t_last=$5 wait=${E2E_HEAL_WAIT:-60} i state t0 t1 ndel pid=$CTRD_PID none
+	none=$(state_all 0)
 	t0=$(date +%s.%N)
 	state=$(heal_state "$id" "$ip" "$veth")
 	for i in $(seq 1 $((wait * 4))); do
-		[[ $state == "0 0 0 0" ]] && break
+		[[ $state == "$none" ]] && break
 		kill -0 "$pid" 2>/dev/null || fault_fail "$id" "$phase: containerd (pid $pid) exited while healing"
 		sleep 0.25
 		state=$(heal_state "$id" "$ip" "$veth")
 	done
 	t1=$(date +%s.%N)
-	[[ $state == "0 0 0 0" ]] || fault_fail "$id" "$phase: not healed ${wait}s after the fault cleared (r v c o: $state)"
+	[[ $state == "$none" ]] || fault_fail "$id" "$phase: not healed ${wait}s after the fault cleared ($STATE_KINDS: $state)"
 	ndel=$(awk -v t="$t_last" -v id="$id" '$2 == "DEL" && $3 == id && $4 == "ok" && $1 > t' "$W/faultplug.log" | wc -l)
 	((ndel > 0)) || fault_fail "$id" "$phase: healed, but faultplug logged no successful DEL after the last crictl call"
 	HEALED_IN=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
@@ -572,7 +637,8 @@ phase_heal() {
 	ip=$(pod_ip "$id")
 	veth=$(ip -o link show master "$HBRIDGE" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}')
 	[[ -n $veth && $veth != *$'\n'* ]] || fault_fail "$id" "heal: not exactly one veth on $HBRIDGE: '$veth'"
-	[[ $(heal_state "$id" "$ip" "$veth") == "1 1 1 1" ]] || fault_fail "$id" "heal: attachment incomplete: $(heal_state "$id" "$ip" "$veth")"
+	[[ $(heal_state "$id" "$ip" "$veth") == "$(state_all 1)" ]] ||
+		fault_fail "$id" "heal: attachment incomplete ($STATE_KINDS): $(heal_state "$id" "$ip" "$veth")"
 	touch "$W/del.fault"
 	for i in $(seq 1 "$stops"); do
 		rc=0
@@ -580,8 +646,8 @@ phase_heal() {
 		t_last=$(date +%s.%N)
 		if ((rc != 0)); then
 			fails=$((fails + 1))
-			err=$(tail -1 "$W/crictl.log")
-			log "heal: stopp $i/$stops failed as it must (exit $rc): ${err#*desc = }"
+			err=$(crictl_err)
+			log "heal: stopp $i/$stops failed as it must (exit $rc): $err"
 			((i == stops)) || sleep 1
 			continue
 		fi
@@ -590,10 +656,12 @@ phase_heal() {
 		break
 	done
 	grep -q " DEL $id error-11\$" "$W/faultplug.log" || fault_fail "$id" "heal: no DEL of the pod failed"
-	grep -q '"heal"' "$CNI_CACHE/ocicni/attachments/$id" 2>/dev/null ||
+	# The pending retry is the engine's; stock go-cni keeps none.
+	[[ -n $CONTROL ]] || grep -q '"heal"' "$CNI_CACHE/ocicni/attachments/$id" 2>/dev/null ||
 		fault_fail "$id" "heal: the order record holds no pending retry after the failed teardown"
 	rm -f "$W/del.fault"
 	log "heal: stopp failed $fails/$stops times; fault cleared; no CRI call now"
+	HEAL_OUTCOME="stopp failed $fails/$stops times${err:+: $err}"
 	wait_healed "$id" "$ip" "$veth" heal "$t_last"
 	HEAL_OUTCOME="stopp failed $fails/$stops times; healed in ${HEALED_IN}s"
 	crictl stopp "$id" >/dev/null || fault_fail "$id" "heal: stopp after healing failed"
@@ -614,13 +682,14 @@ phase_addfail() {
 	out=$(crictl runp "$(pod_config "addfail-1" "uid-addfail-1")") || rc=$?
 	t_last=$(date +%s.%N)
 	((rc != 0)) || fault_fail "${out:-none}" "addfail: runp succeeded with the ADD fault set"
-	log "addfail: runp failed as it must: $(tail -1 "$W/crictl.log" | sed 's/.*desc = //' | cut -c1-300)"
+	ADDFAIL_OUTCOME="runp failed: $(crictl_err)"
+	log "addfail: runp failed as it must: $(crictl_err | cut -c1-300)"
 	id=$(awk '$2 == "ADD" && $4 == "error-11" {print $3}' "$W/faultplug.log" | tail -1)
 	[[ $id =~ ^[0-9a-f]{64}$ ]] || fault_fail none "addfail: faultplug logged no failed ADD"
 	ALL_IDS+=("$id")
 	grep -q " DEL $id error-11\$" "$W/faultplug.log" || fault_fail "$id" "addfail: no DEL of the sandbox failed"
 	ip=$(find "$W/ipam/$HNET" -type f ! -name 'last_reserved_ip.*' ! -name lock -printf '%f\n' 2>/dev/null | head -1)
-	log "addfail: sandbox ${id:0:12}: DELs failed $(grep -c " DEL $id error-11\$" "$W/faultplug.log") time(s); left (r v c o): $(heal_state "$id" "$ip" "")${ip:+, reservation $ip}"
+	log "addfail: sandbox ${id:0:12}: DELs failed $(grep -c " DEL $id error-11\$" "$W/faultplug.log") time(s); left ($STATE_KINDS): $(heal_state "$id" "$ip" "")${ip:+, reservation $ip}"
 	crictl pods -q | grep -q . && fault_fail "$id" "addfail: containerd lists a sandbox after the failed runp"
 	rm -f "$W/add.fault" "$W/del.fault"
 	log "addfail: faults cleared; no CRI call now"
@@ -647,10 +716,18 @@ check_face_confdirs() {
 	fi
 }
 
-# run_e2e phase...: setup, containerd, then the phases named, in order.
-run_e2e() {
+# check_phases phase...: each one names a phase.
+check_phases() {
+	local p
+	for p; do
+		declare -F "phase_$p" >/dev/null || die "no phase '$p' (phases: ${PHASES[*]})"
+	done
+}
+
+# e2e_setup: the work dir $W and its cleanup trap, the tools, the configs,
+# containerd and the pause image; the same for the face and the control.
+e2e_setup() {
 	[[ $(id -u) == 0 ]] || die "run as root"
-	(($# > 0)) || set -- single churn parallel crash noconf heal addfail
 	W=$(mktemp -d /tmp/ocicni-e2e-ctrd.XXXXXX)
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
@@ -669,11 +746,25 @@ run_e2e() {
 	write_configs
 	start_containerd
 	make_pause_image
-	local phase t
+}
+
+# run_e2e phase...: setup, containerd, then the phases named, in order
+# (default: all); the first failure or leftover ends the run. With
+# FACE_RESULTS set (mode all), one line per phase goes there for the
+# control's table: "<phase><TAB><what the face did>".
+run_e2e() {
+	(($# > 0)) || set -- "${PHASES[@]}"
+	check_phases "$@"
+	e2e_setup
+	local phase t rows=() healed
 	for phase in "$@"; do
 		t=$(date +%s)
 		"phase_$phase"
-		PHASE_TIMES+=("$phase $(($(date +%s) - t))s")
+		t=$(($(date +%s) - t))
+		PHASE_TIMES+=("$phase ${t}s")
+		healed=
+		[[ $phase != heal && $phase != addfail ]] || healed="; healed ${HEALED_IN}s after the fault cleared, no CRI call"
+		rows+=("$phase	passed, 0 left (${t}s)$healed")
 	done
 	stop_containerd TERM
 	check_face_confdirs
@@ -683,4 +774,5 @@ run_e2e() {
 	log "figures: pods run $PODS_RUN, IPs checked $IPS_CHECKED, kills $KILLS, leftovers $LEFTOVERS, face conf dirs left ${FACE_CONFDIRS:-0}, total $(($(date +%s) - T0))s"
 	((LEFTOVERS == 0)) || die "leftovers"
 	log "PASS"
+	[[ -z ${FACE_RESULTS:-} ]] || printf '%s\n' "${rows[@]}" >"$FACE_RESULTS"
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end test: containerd v2.4.2 built against this checkout's pkg/gocni.
+# End-to-end test: containerd v2.4.2 built against this checkout's pkg/gocni,
+# and the same phases against stock containerd (go-cni v1.1.14) as a control.
 #
 #   run.sh compile           rewrite containerd's go-cni imports, then go build
 #                            + go vet of ./internal/cri/... and ./cmd/ctr/...,
@@ -8,8 +9,17 @@
 #   run.sh compile-negative  the compile check fails with an identifier renamed
 #   run.sh build             build containerd, ctr, the runc shim, crictl, plugins
 #   run.sh all               compile, build, then run containerd and drive it
-#                            with crictl through every phase (as root)
+#                            with crictl through every phase (as root), then
+#                            the control; prints the face/control table
 #   run.sh run [phase...]    build, then only the phases named (as root)
+#   run.sh control [phase...]
+#                            stock containerd v2.4.2 (go-cni v1.1.14, nothing
+#                            rewritten) through the same phases (default:
+#                            all), as root: failures and leftovers are
+#                            recorded per phase, not fatal; fails only on a
+#                            harness error or when the control leaks nowhere
+#                            in heal and addfail (the phases would prove
+#                            nothing)
 #
 # Everything of containerd stays out of our module graph: it is built in its
 # own directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -30,11 +40,25 @@ CTRD_TESTS=(./internal/cri/server/...)
 # libbtrfs headers with cgo, and no test snapshotter is btrfs.
 CTRD_BIN_TAGS=${CTRD_BIN_TAGS:-urfave_cli_no_docs no_btrfs}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
+# The go-cni that stock containerd $CONTAINERD_VERSION requires: the control.
+STOCK_GOCNI=${STOCK_GOCNI:-v1.1.14}
 T0=$(date +%s)
 
 export GOWORK=off GOFLAGS=-buildvcs=false
-log() { printf '[e2e-containerd %4ds] %s\n' "$(($(date +%s) - T0))" "$*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
+LOG_TAG=e2e-containerd
+log() { printf '[%s %4ds] %s\n' "$LOG_TAG" "$(($(date +%s) - T0))" "$*" >&2; }
+# die: in a control phase (PHASE set, in the phase's subshell; see
+# control.sh) it ends the phase and leaves its reason in $W/phase.fail;
+# everywhere else it ends the run.
+die() {
+	if [[ -n ${PHASE:-} ]]; then
+		log "$PHASE failed: ${*#"$PHASE: "}"
+		printf '%s\n' "$*" >"$W/phase.fail"
+		exit 1
+	fi
+	log "FAIL: $*"
+	exit 1
+}
 
 # prepare_src: a writable copy of containerd, go-cni imports rewritten to
 # our pkg/gocni, with a replace to this checkout. Keyed by containerd
@@ -144,8 +168,7 @@ install_debs() {
 }
 
 # build_bins: containerd, ctr and the runc shim from the prepared source
-# (keyed by containerd version and our tree hash), crictl, the reference
-# CNI plugins from tools/ and ocicnitool.
+# (keyed by containerd version and our tree hash), then build_tools.
 build_bins() {
 	local key t
 	prepare_src
@@ -166,18 +189,86 @@ build_bins() {
 		log "containerd, ctr, shim built in $(($(date +%s) - t))s"
 	fi
 	"$BIN/containerd" --version | grep -q "$CONTAINERD_VERSION" || die "$BIN/containerd is not $CONTAINERD_VERSION"
+	build_tools
+	OCICNITOOL=$BIN/ocicnitool
+	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
+	log "ocicnitool ready"
+}
+
+# build_tools: what the face and the control share: crictl and the
+# reference CNI plugins from tools/.
+build_tools() {
 	CRICTL_BIN=$E2E_CACHE/crictl-$CRICTL_VERSION/crictl
 	if [[ ! -x $CRICTL_BIN ]]; then
 		log "building crictl $CRICTL_VERSION"
 		GOBIN=$E2E_CACHE/crictl-$CRICTL_VERSION go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" ||
 			die "crictl build failed"
 	fi
-	PLUGINS=$E2E_CACHE/plugins-containerd-$key
+	PLUGINS=$E2E_CACHE/plugins-containerd-$(keyhash)
 	mkdir -p "$PLUGINS"
 	(cd "$REPO/tools" && go build -o "$PLUGINS/" tool) || die "plugin build failed"
-	OCICNITOOL=$BIN/ocicnitool
-	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
-	log "crictl, CNI plugins ($PLUGINS), ocicnitool ready"
+	log "crictl, CNI plugins ($PLUGINS) ready"
+}
+
+# prepare_stock_src: the control's containerd, as published: the same
+# module-proxy source, copied unchanged (checked with diff) and made
+# read-only; no rewrite, no replace. Its go.mod must require go-cni
+# $STOCK_GOCNI. Not keyed by our tree: it holds nothing of ours.
+prepare_stock_src() {
+	local dl req
+	STOCK_SRC=$E2E_CACHE/src-containerd-stock-$CONTAINERD_VERSION
+	if [[ -f $STOCK_SRC/go.mod ]]; then
+		log "stock containerd source: $STOCK_SRC (cached)"
+	else
+		log "downloading github.com/containerd/containerd/v2@$CONTAINERD_VERSION from the module proxy (stock, for the control)"
+		dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[[ -d $dl ]] || die "go mod download gave no source dir"
+		[[ ! -e $STOCK_SRC ]] || chmod -R u+w "$STOCK_SRC"
+		rm -rf "$STOCK_SRC" "$STOCK_SRC.tmp" && mkdir -p "$(dirname "$STOCK_SRC")"
+		cp -r "$dl" "$STOCK_SRC.tmp"
+		diff -r "$dl" "$STOCK_SRC.tmp" >/dev/null || die "the copy of $dl differs from it"
+		chmod -R a-w "$STOCK_SRC.tmp"
+		mv "$STOCK_SRC.tmp" "$STOCK_SRC"
+	fi
+	req=$(cd "$STOCK_SRC" && go mod edit -json | jq -r --arg m "$GOCNI" '.Require[] | select(.Path == $m) | .Version')
+	[[ $req == "$STOCK_GOCNI" ]] || die "stock containerd $CONTAINERD_VERSION requires $GOCNI '$req', not $STOCK_GOCNI"
+	! grep -q "$OURMOD" "$STOCK_SRC/go.mod" || die "$STOCK_SRC/go.mod mentions $OURMOD"
+	[[ -z $(cd "$STOCK_SRC" && go mod edit -json | jq -r --arg m "$GOCNI" '.Replace[]? | select(.Old.Path == $m)') ]] ||
+		die "$STOCK_SRC/go.mod replaces $GOCNI"
+	log "stock containerd $CONTAINERD_VERSION: go.mod requires $GOCNI $req, no replace of it, no import rewritten"
+}
+
+# build_stock_bins: containerd, ctr and the runc shim from the stock
+# source with the face's tags and flags (-mod=readonly: the source is not
+# touched), into bin-containerd-stock-$CONTAINERD_VERSION; then
+# build_tools. The binary must link go-cni $STOCK_GOCNI and nothing of ours.
+build_stock_bins() {
+	local t deps
+	command -v jq >/dev/null || install_debs jq
+	prepare_stock_src
+	BIN=$E2E_CACHE/bin-containerd-stock-$CONTAINERD_VERSION
+	if [[ -x $BIN/containerd && -x $BIN/ctr && -x $BIN/containerd-shim-runc-v2 ]]; then
+		log "stock containerd, ctr, shim: $BIN (cached)"
+	else
+		command -v gcc >/dev/null || install_debs gcc libc6-dev
+		t=$(date +%s)
+		log "building stock containerd, ctr and containerd-shim-runc-v2 (tags: $CTRD_BIN_TAGS)"
+		rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
+		(cd "$STOCK_SRC" && GOFLAGS="$GOFLAGS -mod=readonly" go build -trimpath -tags "$CTRD_BIN_TAGS" \
+			-ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+			-o "$BIN.tmp/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2) ||
+			die "building stock containerd failed"
+		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+		log "stock containerd, ctr, shim built in $(($(date +%s) - t))s"
+	fi
+	"$BIN/containerd" --version | grep -q "$CONTAINERD_VERSION" || die "$BIN/containerd is not $CONTAINERD_VERSION"
+	deps=$(go version -m "$BIN/containerd") || die "go version -m $BIN/containerd failed"
+	grep -qP "^\tdep\t\Q$GOCNI\E\t\Q$STOCK_GOCNI\E\t" <<<"$deps" ||
+		die "$BIN/containerd does not link $GOCNI $STOCK_GOCNI: $(grep -F "$GOCNI" <<<"$deps" || echo none)"
+	! grep -qF -e "$OURMOD" -e "=>" <<<"$deps" || die "$BIN/containerd links $OURMOD or a replaced module"
+	log "stock containerd links $GOCNI $STOCK_GOCNI (go version -m), nothing of $OURMOD, no replace"
+	build_tools
 }
 
 case $MODE in
@@ -193,13 +284,49 @@ compile-negative)
 	compile_negative
 	log "total $(($(date +%s) - T0))s"
 	;;
-all | run)
+run)
 	# shellcheck source=test/e2e/containerd/lib.sh
 	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-	[[ $MODE == run ]] || compile_check
-	build_bins
 	shift || true
+	check_phases "$@"
+	build_bins
 	run_e2e "$@"
 	;;
-*) die "usage: $0 [compile|compile-negative|build|all|run [phase...]]" ;;
+all)
+	# The face's run, as strict as run's, in a subshell so that its cleanup
+	# (an EXIT trap) is done before the control starts; it leaves its
+	# per-phase figures in FACE_RESULTS for the control's table.
+	# shellcheck source=test/e2e/containerd/lib.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	# shellcheck source=test/e2e/containerd/control.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/control.sh"
+	shift || true
+	check_phases "$@"
+	compile_check
+	build_bins
+	FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-ctrd-face.XXXXXX)
+	trap 'rm -f "$FACE_RESULTS"' EXIT
+	# Not `( ... ) || rc=$?`: errexit would be off inside the subshell.
+	set +e
+	(
+		set -e
+		run_e2e "$@"
+	)
+	rc=$?
+	set -e
+	((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
+	build_stock_bins
+	run_control "$@"
+	;;
+control)
+	# shellcheck source=test/e2e/containerd/lib.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	# shellcheck source=test/e2e/containerd/control.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/control.sh"
+	shift || true
+	check_phases "$@"
+	build_stock_bins
+	run_control "$@"
+	;;
+*) die "usage: $0 [compile|compile-negative|build|all [phase...]|run [phase...]|control [phase...]]" ;;
 esac
