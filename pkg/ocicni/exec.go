@@ -14,19 +14,23 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 )
 
-// typedExec wraps the configured invoke.Exec so that the failures libcni
-// reports as plain text become typed: a binary missing from every bin dir
-// wraps ErrPluginNotFound, and a plugin killed by an expired context wraps
-// the context's error next to the plugin's own error. A context that is
-// already done starts no plugin at all. It also adds the environment of
-// [WithPluginEnv] and reports every run to the hook of [WithPluginHook].
-type typedExec struct {
+// managedExec is the executor every plugin run of the manager goes
+// through, around the configured invoke.Exec. It does what the manager
+// adds to a plugin run, in this order:
+//   - a context that is already done starts no plugin;
+//   - the environment of [WithPluginEnv] is appended;
+//   - failures libcni reports as plain text become typed: a binary missing
+//     from every bin dir wraps ErrPluginNotFound, and a plugin killed by an
+//     expired context wraps the context's error next to its own;
+//   - every run is reported to the hook of [WithPluginHook], with the
+//     reason the context carries (see withReason).
+type managedExec struct {
 	inner invoke.Exec
 	env   []string   // "KEY=VALUE" pairs appended to every plugin's environment
 	hook  PluginHook // nil: none
 }
 
-var _ invoke.Exec = typedExec{}
+var _ invoke.Exec = managedExec{}
 
 // rawExec is the part of invoke.Exec that finds and runs plugin binaries,
 // which invoke.RawExec implements; see newRawExec.
@@ -49,7 +53,7 @@ func newDefaultExec() invoke.Exec {
 	return &defaultExec{rawExec: newRawExec(os.Stderr)}
 }
 
-func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if len(e.env) > 0 {
 		environ = append(append(make([]string, 0, len(environ)+len(e.env)), environ...), e.env...)
 	}
@@ -63,7 +67,7 @@ func (e typedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData 
 	return out, err
 }
 
-func (e typedExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, notStarted(err, pluginPath)
 	}
@@ -156,7 +160,7 @@ func notStarted(ctxErr error, pluginPath string) error {
 	return fmt.Errorf("%w: plugin %s not started", ctxErr, pluginPath)
 }
 
-func (e typedExec) FindInPath(plugin string, paths []string) (string, error) {
+func (e managedExec) FindInPath(plugin string, paths []string) (string, error) {
 	p, err := e.inner.FindInPath(plugin, paths)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q in %v: %w", ErrPluginNotFound, plugin, paths, err)
@@ -164,6 +168,6 @@ func (e typedExec) FindInPath(plugin string, paths []string) (string, error) {
 	return p, nil
 }
 
-func (e typedExec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
+func (e managedExec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
 	return e.inner.Decode(jsonBytes)
 }

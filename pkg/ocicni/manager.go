@@ -86,7 +86,7 @@ func New(opts ...Option) (*Manager, error) {
 	if o.exec == nil {
 		o.exec = newDefaultExec()
 	}
-	exec := typedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook}
+	exec := managedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook}
 	m := &Manager{
 		opts:  o,
 		log:   o.log,

@@ -31,7 +31,7 @@ func script(t *testing.T, body string) string {
 // defaultExecTo is the default executor, typed as the manager uses it,
 // with plugin stderr going to stderr.
 func defaultExecTo(stderr *bytes.Buffer) invoke.Exec {
-	return typedExec{inner: &defaultExec{rawExec: newRawExec(stderr)}}
+	return managedExec{inner: &defaultExec{rawExec: newRawExec(stderr)}}
 }
 
 // waitPid waits for a script to write a pid to path and makes sure that
@@ -218,7 +218,7 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 			// read, and the group killed, before the child left it.
 			plugin := script(t, `setsid sh -c 'echo $$ > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid && exec sleep 1000' &
 `+tc.tail)
-			e := typedExec{inner: &defaultExec{rawExec: &groupExec{waitDelay: 100 * time.Millisecond}}}
+			e := managedExec{inner: &defaultExec{rawExec: &groupExec{waitDelay: 100 * time.Millisecond}}}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			type result struct {
@@ -299,9 +299,9 @@ func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 			plugin := script(t, `touch `+marker)
 			inner := &execCounter{Exec: &defaultExec{rawExec: newRawExec(&bytes.Buffer{})}}
 
-			_, err := typedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
+			_, err := managedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
 			require.ErrorIs(t, err, c.want)
-			assert.Zero(t, inner.calls, "typedExec did not call the inner executor")
+			assert.Zero(t, inner.calls, "managedExec did not call the inner executor")
 
 			_, err = inner.Exec.ExecPlugin(c.ctx, plugin, nil, nil)
 			require.ErrorIs(t, err, c.want, "the default executor returns the context's error")
