@@ -136,31 +136,7 @@ func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 // sync adds and removes watches so that they match the dirs that exist
 // now. It reports whether a target dir is newly watched.
 func (w *watcher) sync() bool {
-	want := map[string]bool{}
-	for _, t := range w.targets {
-		if isDir(t) {
-			want[t] = true
-		}
-		if a := existingAncestor(filepath.Dir(t)); a != "" {
-			want[a] = true
-		}
-	}
-	w.subDirs = map[string]bool{}
-	w.linkTargets = map[string]bool{}
-	if des, err := os.ReadDir(w.confDir); err == nil {
-		for _, de := range des {
-			if de.IsDir() {
-				sub := filepath.Join(w.confDir, de.Name())
-				want[sub] = true
-				w.subDirs[sub] = true
-			}
-		}
-		for _, de := range des {
-			if de.Type()&fs.ModeSymlink != 0 && slices.Contains(confExtensions, filepath.Ext(de.Name())) {
-				w.watchTarget(filepath.Join(w.confDir, de.Name()), want)
-			}
-		}
-	}
+	want := w.wanted()
 	have := map[string]bool{}
 	for _, d := range w.fsw.WatchList() {
 		have[d] = true
@@ -184,6 +160,41 @@ func (w *watcher) sync() bool {
 		}
 	}
 	return added
+}
+
+// wanted returns the dirs to watch now: the target dirs that exist, the
+// nearest existing ancestor of each, the conf dir's sub-folders, and the
+// dirs of the files that symlinked configs lead to. It records the
+// sub-folders and those files for [watcher.relevant].
+func (w *watcher) wanted() map[string]bool {
+	want := map[string]bool{}
+	for _, t := range w.targets {
+		if isDir(t) {
+			want[t] = true
+		}
+		if a := existingAncestor(filepath.Dir(t)); a != "" {
+			want[a] = true
+		}
+	}
+	w.subDirs = map[string]bool{}
+	w.linkTargets = map[string]bool{}
+	des, err := os.ReadDir(w.confDir)
+	if err != nil {
+		return want
+	}
+	for _, de := range des {
+		if de.IsDir() {
+			sub := filepath.Join(w.confDir, de.Name())
+			want[sub] = true
+			w.subDirs[sub] = true
+		}
+	}
+	for _, de := range des {
+		if de.Type()&fs.ModeSymlink != 0 && slices.Contains(confExtensions, filepath.Ext(de.Name())) {
+			w.watchTarget(filepath.Join(w.confDir, de.Name()), want)
+		}
+	}
+	return want
 }
 
 // watchTarget adds to want the directory of the file that the symlinked

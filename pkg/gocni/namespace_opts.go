@@ -143,50 +143,54 @@ func (ns *Namespace) runtimeConfig() ocicni.RuntimeConfig {
 // setTyped fills the typed field for capability k when v has the type the
 // face's options give it, and reports whether it did.
 func setTyped(rc *ocicni.RuntimeConfig, k string, v interface{}) bool {
+	if want, ok := typedCapability(v); !ok || want != k {
+		return false
+	}
 	switch v := v.(type) {
 	case []PortMapping:
-		if k != capPortMappings {
-			return false
-		}
 		for _, p := range v {
 			rc.PortMappings = append(rc.PortMappings, ocicni.PortMapping(p))
 		}
 	case []IPRanges:
-		if k != capIPRanges {
-			return false
-		}
 		set := make([]ocicni.IpRange, 0, len(v))
 		for _, r := range v {
 			set = append(set, ocicni.IpRange(r))
 		}
 		rc.IpRanges = [][]ocicni.IpRange{set}
 	case BandWidth:
-		if k != capBandwidth {
-			return false
-		}
 		bw := ocicni.BandwidthConfig(v)
 		rc.Bandwidth = &bw
 	case DNS:
-		if k != capDNS {
-			return false
-		}
 		if rc.ExtraCapabilities == nil {
 			rc.ExtraCapabilities = map[string]interface{}{}
 		}
 		rc.ExtraCapabilities[k] = map[string][]string{"servers": v.Servers, "searches": v.Searches, "options": v.Options}
 	case string:
-		if k != capCgroupPath {
-			return false
-		}
 		rc.CgroupPath = v
 	case map[string]string:
-		if k != capPodAnnotations {
-			return false
-		}
 		m := v
 		rc.PodAnnotations = &m
-	default:
-		return false
 	}
 	return true
+}
+
+// typedCapability returns the capability whose typed field a value of v's
+// type fills, as the face's options give them, and false for any other
+// type.
+func typedCapability(v interface{}) (string, bool) {
+	switch v.(type) {
+	case []PortMapping:
+		return capPortMappings, true
+	case []IPRanges:
+		return capIPRanges, true
+	case BandWidth:
+		return capBandwidth, true
+	case DNS:
+		return capDNS, true
+	case string:
+		return capCgroupPath, true
+	case map[string]string:
+		return capPodAnnotations, true
+	}
+	return "", false
 }

@@ -45,28 +45,17 @@ func checkPerProcessPath(p string) error {
 			continue
 		}
 		if (comp == "self" || comp == "thread-self") && procDir(resolved) {
-			via := "names"
-			if links > 0 {
-				via = "leads through symbolic links to"
-			}
-			return invalidArg(fieldNetNS, p, fmt.Sprintf(
-				"%s a per-process path (%s): each process that opens it sees its own namespace",
-				via, path.Join(resolved, comp)))
+			return perProcessError(p, path.Join(resolved, comp), links)
 		}
 		next := path.Join(resolved, comp)
-		fi, err := os.Lstat(next)
-		if err != nil {
+		target, isLink, ok := readLink(next)
+		switch {
+		case !ok:
 			return nil // see the doc comment
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		case !isLink:
 			resolved = next
 			continue
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return nil // replaced since Lstat; as if Lstat had failed
-		}
-		if magicLink(target) && procDir(resolved) {
+		case magicLink(target) && procDir(resolved):
 			return nil
 		}
 		if links++; links > maxNetNSLinks {
@@ -78,6 +67,35 @@ func checkPerProcessPath(p string) error {
 		rest = target + "/" + rest
 	}
 	return nil
+}
+
+// perProcessError is the error for netns path p, which reaches the
+// per-process path at, through links symbolic links.
+func perProcessError(p, at string, links int) error {
+	via := "names"
+	if links > 0 {
+		via = "leads through symbolic links to"
+	}
+	return invalidArg(fieldNetNS, p, fmt.Sprintf(
+		"%s a per-process path (%s): each process that opens it sees its own namespace", via, at))
+}
+
+// readLink returns the target of path when it is a symbolic link; ok is
+// false when path cannot be resolved (missing, not searchable, replaced
+// between the two calls).
+func readLink(path string) (target string, isLink, ok bool) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", false, false
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return "", false, true
+	}
+	target, err = os.Readlink(path)
+	if err != nil {
+		return "", false, false
+	}
+	return target, true, true
 }
 
 // magicLink reports whether target, read from a link in procfs, names a

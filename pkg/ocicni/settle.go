@@ -32,36 +32,8 @@ const maxLastErrorLen = 1024
 func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
 	outcomes []Outcome, log *logrus.Entry,
 ) {
-	next := slices.DeleteFunc(slices.Clone(recorded), func(a cache.Attachment) bool {
-		return slices.Contains(never, NetAttachment{Name: a.Network, Ifname: a.IfName})
-	})
-	changed := rerr != nil || len(next) < len(recorded)
-	now := time.Now()
-	for _, o := range outcomes {
-		if o.ContainerID != id || o.Network == "" {
-			continue
-		}
-		i := slices.IndexFunc(next, func(a cache.Attachment) bool { return a.Network == o.Network && a.IfName == o.IfName })
-		switch {
-		case o.Class == Deleted || o.Class == AlreadyGone:
-			if i >= 0 {
-				next = slices.Delete(next, i, i+1)
-				changed = true
-			}
-		case o.Failure():
-			if i < 0 {
-				line, ok := m.lineFor(plans, o, log)
-				if !ok {
-					continue
-				}
-				next = append(next, line)
-				i = len(next) - 1
-			}
-			m.markFailed(&next[i], o, now, log)
-			changed = true
-		}
-	}
-	if !changed {
+	next, changed := m.nextRecord(id, recorded, never, plans, outcomes, log)
+	if rerr == nil && !changed {
 		return
 	}
 	var err error
@@ -80,6 +52,43 @@ func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, nev
 	if due, ok := earliestHeal(next); ok {
 		m.healer.schedule(id, due)
 	}
+}
+
+// nextRecord returns what sandbox id's order record holds after the DELs
+// whose outcomes are given, and whether that differs from recorded: the
+// lines of never and of deleted attachments go, failed ones stay or are
+// added (see lineFor) with their heal state updated.
+func (m *Manager) nextRecord(id string, recorded []cache.Attachment, never []NetAttachment, plans []*plan,
+	outcomes []Outcome, log *logrus.Entry,
+) ([]cache.Attachment, bool) {
+	next := slices.DeleteFunc(slices.Clone(recorded), func(a cache.Attachment) bool {
+		return slices.Contains(never, NetAttachment{Name: a.Network, Ifname: a.IfName})
+	})
+	changed := len(next) < len(recorded)
+	now := time.Now()
+	for _, o := range outcomes {
+		if o.ContainerID != id || o.Network == "" {
+			continue
+		}
+		i := slices.IndexFunc(next, func(a cache.Attachment) bool { return a.Network == o.Network && a.IfName == o.IfName })
+		switch {
+		case (o.Class == Deleted || o.Class == AlreadyGone) && i >= 0:
+			next = slices.Delete(next, i, i+1)
+			changed = true
+		case o.Failure():
+			if i < 0 {
+				line, ok := m.lineFor(plans, o, log)
+				if !ok {
+					continue
+				}
+				next = append(next, line)
+				i = len(next) - 1
+			}
+			m.markFailed(&next[i], o, now, log)
+			changed = true
+		}
+	}
+	return next, changed
 }
 
 // lineFor builds the record line of a failed attachment that only its
