@@ -168,12 +168,17 @@ func runCacheLs(g *globals, container string, networks []string, out *printer) e
 // entry that the scan could not split are guessed from its file name,
 // around the IDs of recordIDs and of the good entries.
 func listEntries(listing cache.Listing, networks, recordIDs []string) []entryJSON {
-	rows := []entryJSON{}
-	knownIDs, knownNets := slices.Clone(recordIDs), []string{}
-	for _, e := range listing.Entries {
-		knownIDs, knownNets = append(knownIDs, e.ContainerID), append(knownNets, e.Network)
-	}
 	keep := func(network string) bool { return len(networks) == 0 || slices.Contains(networks, network) }
+	rows := append(entryRows(listing, keep), corruptRows(listing, keep, recordIDs)...)
+	markDuplicates(rows)
+	slices.SortStableFunc(rows, func(a, b entryJSON) int { return strings.Compare(a.File, b.File) })
+	return rows
+}
+
+// entryRows gives a row to each readable entry of a network that keep
+// accepts, with the IPs of its cached result.
+func entryRows(listing cache.Listing, keep func(network string) bool) []entryJSON {
+	rows := []entryJSON{}
 	for _, e := range listing.Entries {
 		if !keep(e.Network) {
 			continue
@@ -188,6 +193,18 @@ func listEntries(listing cache.Listing, networks, recordIDs []string) []entryJSO
 		}
 		rows = append(rows, row)
 	}
+	return rows
+}
+
+// corruptRows gives a row to each corrupt or unreadable entry of a network
+// that keep accepts. The filter applies after the names are guessed, so
+// that --network also finds a corrupt entry whose names were guessed.
+func corruptRows(listing cache.Listing, keep func(network string) bool, recordIDs []string) []entryJSON {
+	knownIDs, knownNets := slices.Clone(recordIDs), []string{}
+	for _, e := range listing.Entries {
+		knownIDs, knownNets = append(knownIDs, e.ContainerID), append(knownNets, e.Network)
+	}
+	rows := []entryJSON{}
 	for _, ee := range listing.Corrupt {
 		row := entryJSON{Network: ee.Network, Container: ee.ContainerID, IfName: ee.IfName, File: ee.Path, IPs: []string{}, Reason: errText(ee.Err)}
 		if row.Network == "" {
@@ -204,6 +221,13 @@ func listEntries(listing cache.Listing, networks, recordIDs []string) []entryJSO
 		}
 		rows = append(rows, row)
 	}
+	return rows
+}
+
+// markDuplicates flags the rows whose container and ifname are claimed by
+// more than one network. Rows without a container or an ifname claim
+// nothing.
+func markDuplicates(rows []entryJSON) {
 	claims := map[[2]string]map[string]bool{}
 	for _, r := range rows {
 		if r.Container == "" || r.IfName == "" {
@@ -218,8 +242,6 @@ func listEntries(listing cache.Listing, networks, recordIDs []string) []entryJSO
 	for i, r := range rows {
 		rows[i].Duplicate = len(claims[[2]string{r.Container, r.IfName}]) > 1
 	}
-	slices.SortStableFunc(rows, func(a, b entryJSON) int { return strings.Compare(a.File, b.File) })
-	return rows
 }
 
 // readRecord reads container id's attachment record. ok is false when

@@ -86,6 +86,19 @@ func runNodeStatus(ctx context.Context, g *globals, pf *podFlags, out *printer) 
 		Default: m.GetDefaultNetworkName(), Ready: statusErr == nil, Error: toErrorJSON(statusErr),
 		Networks: []networkStatusJSON{}, Skipped: []skippedJSON{},
 	}
+	failed := addNetworkStatuses(ctx, m, want, &doc)
+	for _, s := range m.Skipped() {
+		doc.Skipped = append(doc.Skipped, skippedJSON{File: s.File, Network: s.Network, Reason: errText(s.Err)})
+	}
+	if err := out.emit(doc, func(t *table) { nodeStatusTable(t, doc) }); err != nil {
+		return err
+	}
+	return nodeStatusError(g, want, doc, failed, statusErr)
+}
+
+// addNetworkStatuses adds to doc the STATUS of each loaded network that
+// want names (every one when want is empty), and returns the failures.
+func addNetworkStatuses(ctx context.Context, m *ocicni.Manager, want []ocicni.NetAttachment, doc *nodeStatusJSON) []error {
 	var failed []error
 	for _, st := range m.NetworkStatuses(ctx) {
 		if len(want) > 0 && !slices.ContainsFunc(want, func(a ocicni.NetAttachment) bool { return a.Name == st.Network }) {
@@ -98,13 +111,14 @@ func runNodeStatus(ctx context.Context, g *globals, pf *podFlags, out *printer) 
 			failed = append(failed, st.Err)
 		}
 	}
-	for _, s := range m.Skipped() {
-		doc.Skipped = append(doc.Skipped, skippedJSON{File: s.File, Network: s.Network, Reason: errText(s.Err)})
-	}
-	if err := out.emit(doc, func(t *table) { nodeStatusTable(t, doc) }); err != nil {
-		return err
-	}
+	return failed
+}
 
+// nodeStatusError picks the exit of a node status report, once it is
+// printed: a wanted network that is not loaded is "not found" and comes
+// first, then failed networks, then, without --network, the runtime's
+// view (statusErr).
+func nodeStatusError(g *globals, want []ocicni.NetAttachment, doc nodeStatusJSON, failed []error, statusErr error) error {
 	var missing []string
 	for _, a := range want {
 		if !slices.ContainsFunc(doc.Networks, func(n networkStatusJSON) bool { return n.Network == a.Name }) {

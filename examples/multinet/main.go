@@ -92,15 +92,7 @@ func run(ctx context.Context, binDir string, hostIfaces *[]string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer cleanup(&err, "removed "+work, func() error {
-		if err := os.RemoveAll(work); err != nil {
-			return err
-		}
-		if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s still exists", work)
-		}
-		return nil
-	})
+	defer cleanup(&err, "removed "+work, removeAndVerify(work, os.RemoveAll))
 	confDir, cacheDir, dataDir := filepath.Join(work, "net.d"), filepath.Join(work, "cache"), filepath.Join(work, "ipam")
 
 	withPortmap := true
@@ -120,15 +112,7 @@ func run(ctx context.Context, binDir string, hostIfaces *[]string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer cleanup(&err, "removed netns "+nsPath, func() error {
-		if err := removeNetNS(nsPath); err != nil {
-			return err
-		}
-		if _, err := os.Stat(nsPath); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s still exists", nsPath)
-		}
-		return nil
-	})
+	defer cleanup(&err, "removed netns "+nsPath, removeAndVerify(nsPath, removeNetNS))
 
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
@@ -180,6 +164,24 @@ func run(ctx context.Context, binDir string, hostIfaces *[]string) (err error) {
 		}
 	}()
 
+	if err := printResults(results, hostIfaces); err != nil {
+		return err
+	}
+
+	fmt.Println("Tearing down")
+	tornDown = true
+	outcomes, err := m.TearDownPodOutcomes(ctx, pod)
+	printOutcomes(outcomes)
+	if err != nil {
+		return fmt.Errorf("tear down pod: %w", err)
+	}
+	return nil
+}
+
+// printResults prints each network's interface and IPs, and appends to
+// *hostIfaces the host-side interfaces of each result, so that main can
+// check they are gone even when a later result fails.
+func printResults(results []ocicni.NetResult, hostIfaces *[]string) error {
 	for _, r := range results {
 		iface, ips, err := ocicni.SandboxIPs(r)
 		if err != nil {
@@ -195,10 +197,12 @@ func run(ctx context.Context, binDir string, hostIfaces *[]string) (err error) {
 		}
 		*hostIfaces = append(*hostIfaces, host...)
 	}
+	return nil
+}
 
-	fmt.Println("Tearing down")
-	tornDown = true
-	outcomes, err := m.TearDownPodOutcomes(ctx, pod)
+// printOutcomes prints one line per network of a teardown: its class
+// (deleted, already-gone, failed, ...) and, when it failed, why.
+func printOutcomes(outcomes []ocicni.Outcome) {
 	for _, o := range outcomes {
 		fmt.Printf("  %-16s %-5s %s", o.Network, o.IfName, o.Class)
 		if o.Err != nil {
@@ -206,10 +210,6 @@ func run(ctx context.Context, binDir string, hostIfaces *[]string) (err error) {
 		}
 		fmt.Println()
 	}
-	if err != nil {
-		return fmt.Errorf("tear down pod: %w", err)
-	}
-	return nil
 }
 
 // hostSide returns the host-side interfaces in a result (veths, and the
@@ -264,6 +264,21 @@ func writeConfigs(confDir, dataDir string, withPortmap bool) error {
 		}
 	}
 	return nil
+}
+
+// removeAndVerify returns a cleanup that removes path with remove and then
+// checks that path is gone: a remove that reports success but leaves the
+// path behind is a leftover too.
+func removeAndVerify(path string, remove func(string) error) func() error {
+	return func() error {
+		if err := remove(path); err != nil {
+			return err
+		}
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s still exists", path)
+		}
+		return nil
+	}
 }
 
 // cleanup runs fn and, if it fails, adds its error to *errp. It is meant

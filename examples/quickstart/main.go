@@ -157,11 +157,7 @@ func run(ctx context.Context, binDir string) (err error) {
 	}
 
 	step("GetPodNetworkStatusWithContext")
-	status, err := m.GetPodNetworkStatusWithContext(ctx, pod)
-	if err != nil {
-		return fmt.Errorf("pod network status: %w", err)
-	}
-	if _, err := printResults(status, bundle.Bridge); err != nil {
+	if err := printStatus(ctx, m, pod, bundle.Bridge); err != nil {
 		return err
 	}
 
@@ -181,6 +177,17 @@ func run(ctx context.Context, binDir string) (err error) {
 		dataDir:    filepath.Join(dataDir, bundle.Name),
 		cacheDir:   cacheDir,
 	})
+}
+
+// printStatus asks the manager for the pod's network status, as a runtime
+// does for a sandbox status query, and prints it like the setup results.
+func printStatus(ctx context.Context, m *ocicni.Manager, pod ocicni.PodNetwork, bridge string) error {
+	status, err := m.GetPodNetworkStatusWithContext(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("pod network status: %w", err)
+	}
+	_, err = printResults(status, bridge)
+	return err
 }
 
 var stepNum int

@@ -75,79 +75,24 @@ func entryPaths(l Listing) []string {
 // exists until after it is removed and made again.
 func TestIndexAgreesWithListing(t *testing.T) {
 	c, plain := indexed(t)
-	rng := rand.New(rand.NewPCG(1, 2))
-	ids := []string{"ctr", "abc", "abc-def", "def", "x-y-z", "y", "gone"}
-	nets := []string{"net", "my-net", "net-abc", "cbr0"}
-	ifs := []string{"eth0", "eth1", "net1"}
-	results := c.ResultsDir()
+	d := &dirChurn{
+		t:       t,
+		rng:     rand.New(rand.NewPCG(1, 2)),
+		ids:     []string{"ctr", "abc", "abc-def", "def", "x-y-z", "y", "gone"},
+		nets:    []string{"net", "my-net", "net-abc", "cbr0"},
+		ifs:     []string{"eth0", "eth1", "net1"},
+		results: c.ResultsDir(),
+		staged:  filepath.Join(c.Dir(), "staged"),
+	}
+	ids := d.ids
 	requireSame(t, c, plain, ids, "no results directory")
-	require.NoError(t, os.MkdirAll(results, 0o700))
+	require.NoError(t, os.MkdirAll(d.results, 0o700))
 	requireSame(t, c, plain, ids, "empty results directory")
 
-	entry := func() (string, []byte) {
-		id, n, ifn := ids[rng.IntN(len(ids))], nets[rng.IntN(len(nets))], ifs[rng.IntN(len(ifs))]
-		data := fmt.Appendf(nil, `{"kind":"cniCacheV1","containerId":%q,"networkName":%q,"ifName":%q,"config":"e30="}`, id, n, ifn)
-		if rng.IntN(8) == 0 {
-			data = []byte("{corrupt")
-		}
-		return n + "-" + id + "-" + ifn, data
-	}
-	existing := func() string {
-		des, err := os.ReadDir(results)
-		require.NoError(t, err)
-		if len(des) == 0 {
-			return ""
-		}
-		return des[rng.IntN(len(des))].Name()
-	}
-	isDir := func(name string) bool {
-		fi, err := os.Lstat(filepath.Join(results, name))
-		return err == nil && fi.IsDir()
-	}
-	exists := func(name string) bool {
-		_, err := os.Lstat(filepath.Join(results, name))
-		return err == nil
-	}
 	for step := range 400 {
-		var what string
-		switch op := rng.IntN(10); {
-		case op < 5:
-			name, data := entry()
-			if isDir(name) {
-				continue
-			}
-			what = "write " + name
-			require.NoError(t, os.WriteFile(filepath.Join(results, name), data, 0o600))
-		case op < 7:
-			if name := existing(); name != "" {
-				what = "remove " + name
-				require.NoError(t, os.RemoveAll(filepath.Join(results, name)))
-			}
-		case op < 8:
-			if name := existing(); name != "" {
-				to, _ := entry()
-				if isDir(to) || isDir(name) && exists(to) {
-					continue
-				}
-				what = "rename " + name + " to " + to
-				require.NoError(t, os.Rename(filepath.Join(results, name), filepath.Join(results, to)))
-			}
-		case op < 9:
-			name, _ := entry()
-			what = "mkdir " + name
-			if err := os.Mkdir(filepath.Join(results, name), 0o700); err != nil {
-				require.ErrorIs(t, err, os.ErrExist)
-			}
-		default:
-			// An entry renamed in from outside, as an atomic writer does.
-			name, data := entry()
-			if isDir(name) {
-				continue
-			}
-			what = "rename in " + name
-			tmp := filepath.Join(c.Dir(), "staged")
-			require.NoError(t, os.WriteFile(tmp, data, 0o600))
-			require.NoError(t, os.Rename(tmp, filepath.Join(results, name)))
+		what, done := d.step()
+		if !done {
+			continue
 		}
 		if step%3 == 0 { // several changes between lookups, too
 			requireSame(t, c, plain, ids, fmt.Sprintf("step %d (%s)", step, what))
@@ -156,13 +101,127 @@ func TestIndexAgreesWithListing(t *testing.T) {
 	requireSame(t, c, plain, ids, "end")
 
 	// The directory removed and made again: the index rebuilds itself.
-	require.NoError(t, os.RemoveAll(results))
+	require.NoError(t, os.RemoveAll(d.results))
 	requireSame(t, c, plain, ids, "results directory removed")
-	require.NoError(t, os.MkdirAll(results, 0o700))
-	name, data := entry()
-	require.NoError(t, os.WriteFile(filepath.Join(results, name), data, 0o600))
+	require.NoError(t, os.MkdirAll(d.results, 0o700))
+	name, data := d.entry()
+	require.NoError(t, os.WriteFile(filepath.Join(d.results, name), data, 0o600))
 	requireSame(t, c, plain, ids, "results directory made again")
 	require.True(t, c.nameIndex().watching, "the index watches the new directory")
+}
+
+// dirChurn makes random changes to a results directory. Every choice
+// comes from rng, so a seed replays the same sequence.
+type dirChurn struct {
+	t              *testing.T
+	rng            *rand.Rand
+	ids, nets, ifs []string // what entry names are made of
+	results        string   // the results directory
+	staged         string   // where an atomic writer stages a file, outside results
+}
+
+// step makes one random change and describes it. done is false when the
+// change was skipped, because it would have replaced a directory.
+func (d *dirChurn) step() (what string, done bool) {
+	switch op := d.rng.IntN(10); {
+	case op < 5:
+		return d.write()
+	case op < 7:
+		return d.remove(), true
+	case op < 8:
+		return d.rename()
+	case op < 9:
+		return d.mkdir(), true
+	default:
+		return d.renameIn()
+	}
+}
+
+// write writes an entry, or a corrupt file, in place.
+func (d *dirChurn) write() (string, bool) {
+	name, data := d.entry()
+	if d.isDir(name) {
+		return "", false
+	}
+	require.NoError(d.t, os.WriteFile(filepath.Join(d.results, name), data, 0o600))
+	return "write " + name, true
+}
+
+// remove removes an existing file or directory, if there is one.
+func (d *dirChurn) remove() string {
+	name := d.existing()
+	if name == "" {
+		return ""
+	}
+	require.NoError(d.t, os.RemoveAll(filepath.Join(d.results, name)))
+	return "remove " + name
+}
+
+// rename renames an existing file or directory to an entry's name,
+// unless that would replace a directory.
+func (d *dirChurn) rename() (string, bool) {
+	name := d.existing()
+	if name == "" {
+		return "", true
+	}
+	to, _ := d.entry()
+	if d.isDir(to) || d.isDir(name) && d.exists(to) {
+		return "", false
+	}
+	require.NoError(d.t, os.Rename(filepath.Join(d.results, name), filepath.Join(d.results, to)))
+	return "rename " + name + " to " + to, true
+}
+
+// mkdir makes a directory with an entry's name, if nothing has it yet.
+func (d *dirChurn) mkdir() string {
+	name, _ := d.entry()
+	if err := os.Mkdir(filepath.Join(d.results, name), 0o700); err != nil {
+		require.ErrorIs(d.t, err, os.ErrExist)
+	}
+	return "mkdir " + name
+}
+
+// renameIn renames an entry in from outside, as an atomic writer does.
+func (d *dirChurn) renameIn() (string, bool) {
+	name, data := d.entry()
+	if d.isDir(name) {
+		return "", false
+	}
+	require.NoError(d.t, os.WriteFile(d.staged, data, 0o600))
+	require.NoError(d.t, os.Rename(d.staged, filepath.Join(d.results, name)))
+	return "rename in " + name, true
+}
+
+// entry returns a random entry's file name and content; one in eight is
+// corrupt.
+func (d *dirChurn) entry() (string, []byte) {
+	id, n, ifn := d.ids[d.rng.IntN(len(d.ids))], d.nets[d.rng.IntN(len(d.nets))], d.ifs[d.rng.IntN(len(d.ifs))]
+	data := fmt.Appendf(nil, `{"kind":"cniCacheV1","containerId":%q,"networkName":%q,"ifName":%q,"config":"e30="}`, id, n, ifn)
+	if d.rng.IntN(8) == 0 {
+		data = []byte("{corrupt")
+	}
+	return n + "-" + id + "-" + ifn, data
+}
+
+// existing returns the name of a random file or directory in results, or
+// "" when it is empty.
+func (d *dirChurn) existing() string {
+	des, err := os.ReadDir(d.results)
+	require.NoError(d.t, err)
+	if len(des) == 0 {
+		return ""
+	}
+	return des[d.rng.IntN(len(des))].Name()
+}
+
+func (d *dirChurn) isDir(name string) bool {
+	fi, err := os.Lstat(filepath.Join(d.results, name))
+	return err == nil && fi.IsDir()
+}
+
+func (d *dirChurn) exists(name string) bool {
+	_, err := os.Lstat(filepath.Join(d.results, name))
+	return err == nil
 }
 
 // The inotify instance is made at the first lookup, and Close releases it.

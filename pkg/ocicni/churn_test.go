@@ -270,15 +270,31 @@ func (c *churn) startAnchors() []*PodNetwork {
 }
 
 // runPod is one pod's life: setup (faults roll it back), maybe a status
-// check, then teardown, retried on error.
+// check, then teardown, retried on error. Every random choice comes from
+// the pod's own r, in a fixed order, so a seed replays the same pod.
 func (c *churn) runPod(i int, p *churnPod) {
-	t := c.t
 	r := rand.New(rand.NewPCG(churnSeed, uint64(i)))
 	c.chaos(r)
+	if !c.newPod(i, r, p) {
+		return
+	}
+	err := c.setUpPod(p)
+	if err == nil && r.IntN(2) == 0 {
+		c.checkStatus(r, p)
+	}
+	c.setLive(&p.pod, false)
+	c.tearDownPod(i, r, p)
+}
+
+// newPod makes pod i's netns and fills in p.pod, on a random non-empty
+// subset of the networks. It reports false, having failed the test, when
+// the netns cannot be made.
+func (c *churn) newPod(i int, r *rand.Rand, p *churnPod) bool {
+	t := c.t
 	ns, err := netns.New()
 	if err != nil {
 		t.Errorf("pod %d: %v", i, err)
-		return
+		return false
 	}
 	c.trackNetns(ns)
 	t.Cleanup(func() {
@@ -293,13 +309,19 @@ func (c *churn) runPod(i int, p *churnPod) {
 	for _, k := range r.Perm(churnNetworks)[:1+r.IntN(churnNetworks)] {
 		p.pod.Networks = append(p.pod.Networks, NetAttachment{Name: c.nets[k].name})
 	}
+	return true
+}
 
+// setUpPod registers the pod as live and sets it up, under setupMu and
+// with a deadline that the hang watch can cut short, then counts the
+// result.
+func (c *churn) setUpPod(p *churnPod) error {
 	c.setupMu.RLock()
 	c.setLive(&p.pod, true)
 	ctx, cancel := context.WithTimeout(context.Background(), churnSetupTimeout)
 	c.hangs.watch(p.pod.ID, cancel)
 	began := time.Now()
-	_, err = c.m.SetUpPodWithContext(ctx, p.pod)
+	_, err := c.m.SetUpPodWithContext(ctx, p.pod)
 	c.hangs.unwatch(p.pod.ID)
 	cancel()
 	c.setupMu.RUnlock()
@@ -308,53 +330,34 @@ func (c *churn) runPod(i int, p *churnPod) {
 	}
 	p.log("setup %v: %v", p.pod.Networks, err)
 	c.countSetup(p, err)
+	return err
+}
 
-	if err == nil && r.IntN(2) == 0 {
-		c.chaos(r)
-		// A live pod is never collected by GC, so CHECK passes whatever
-		// the faults (they do not apply to CHECK).
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res, err := c.m.GetPodNetworkStatusWithContext(ctx, p.pod)
-		cancel()
-		if assert.NoError(t, err, "status of live pod %s", p.pod.ID) && assert.Len(t, res, len(p.pod.Networks)) {
-			c.stats.statusOK.Add(1)
-		}
+// checkStatus checks a live pod's status under fresh faults.
+func (c *churn) checkStatus(r *rand.Rand, p *churnPod) {
+	c.chaos(r)
+	// A live pod is never collected by GC, so CHECK passes whatever
+	// the faults (they do not apply to CHECK).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	res, err := c.m.GetPodNetworkStatusWithContext(ctx, p.pod)
+	cancel()
+	if assert.NoError(c.t, err, "status of live pod %s", p.pod.ID) && assert.Len(c.t, res, len(p.pod.Networks)) {
+		c.stats.statusOK.Add(1)
 	}
-	c.setLive(&p.pod, false)
+}
 
+// tearDownPod tears pod i down, retrying on error (a heal-only pod gets
+// a single try, and healing does the rest), counts how it ended, and
+// maybe removes its netns as a runtime would.
+func (c *churn) tearDownPod(i int, r *rand.Rand, p *churnPod) {
 	retries := churnTeardownRetries
 	if p.healOnly = i%churnHealOnlyEvery == 1; p.healOnly {
 		retries = 0
 		c.stats.healOnly.Add(1)
 	}
 	for attempt := 0; attempt <= retries; attempt++ {
-		if attempt > 0 {
-			c.stats.teardownRetries.Add(1)
-		}
-		c.chaos(r)
-		req := PodNetwork{Name: p.pod.Name, Namespace: p.pod.Namespace, UID: p.pod.UID, ID: p.pod.ID, NetNS: p.pod.NetNS}
-		if r.IntN(2) == 0 {
-			req.Networks = p.pod.Networks
-		}
-		if r.IntN(6) == 0 {
-			req.NetNS = "" // by ID, as after a runtime restart
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), churnCallTimeout)
-		began := time.Now()
-		err := c.m.TearDownPodWithContext(ctx, req)
-		cancel()
-		p.log("teardown %d (networks %v, netns %q): %v", attempt, req.Networks, req.NetNS, err)
-		if err == nil {
-			c.stats.timeOK(time.Since(began))
-			p.clean = true
-			if attempt == 0 {
-				c.stats.teardownFirstTry.Add(1)
-			}
+		if c.tryTeardown(r, p, attempt) {
 			break
-		}
-		c.countTeardownError(p, err)
-		if !p.nsGone && r.IntN(6) == 0 {
-			c.removeNetns(p, "after a failed teardown") // the runtime gave up on it
 		}
 	}
 	switch {
@@ -365,6 +368,42 @@ func (c *churn) runPod(i int, p *churnPod) {
 	case !p.nsGone && r.IntN(3) > 0:
 		c.removeNetns(p, "after teardown")
 	}
+}
+
+// tryTeardown makes one teardown attempt under fresh faults, with or
+// without the networks and the netns, as runtimes do, and reports
+// whether it succeeded. After a failure the runtime may give up on the
+// netns.
+func (c *churn) tryTeardown(r *rand.Rand, p *churnPod, attempt int) bool {
+	if attempt > 0 {
+		c.stats.teardownRetries.Add(1)
+	}
+	c.chaos(r)
+	req := PodNetwork{Name: p.pod.Name, Namespace: p.pod.Namespace, UID: p.pod.UID, ID: p.pod.ID, NetNS: p.pod.NetNS}
+	if r.IntN(2) == 0 {
+		req.Networks = p.pod.Networks
+	}
+	if r.IntN(6) == 0 {
+		req.NetNS = "" // by ID, as after a runtime restart
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), churnCallTimeout)
+	began := time.Now()
+	err := c.m.TearDownPodWithContext(ctx, req)
+	cancel()
+	p.log("teardown %d (networks %v, netns %q): %v", attempt, req.Networks, req.NetNS, err)
+	if err == nil {
+		c.stats.timeOK(time.Since(began))
+		p.clean = true
+		if attempt == 0 {
+			c.stats.teardownFirstTry.Add(1)
+		}
+		return true
+	}
+	c.countTeardownError(p, err)
+	if !p.nsGone && r.IntN(6) == 0 {
+		c.removeNetns(p, "after a failed teardown") // the runtime gave up on it
+	}
+	return false
 }
 
 func (c *churn) countSetup(p *churnPod, err error) {

@@ -184,6 +184,42 @@ func TestCrashRecovery(t *testing.T) {
 		kills, time.Since(start).Round(time.Millisecond), finished, pluginsRunning, absentErrs, leftovers)
 }
 
+// waitForKillPoint waits until the helper, which runs verb for sandbox
+// id, reaches the point where cc kills it.
+func (cc crashCase) waitForKillPoint(t *testing.T, h *helper, logFile, verb, id string) {
+	t.Helper()
+	switch cc.killAt {
+	case "call":
+		h.waitFor(t, func() bool { return loggedCalls(t, logFile, verb, id) >= cc.call })
+		time.Sleep(cc.jitter) // randomness of the kill point only
+	case "delay":
+		h.waitFor(t, nil)
+		time.Sleep(cc.jitter) // randomness of the kill point only
+	case "done":
+		h.waitFor(t, h.finished)
+	}
+}
+
+// recoverSandbox recovers after a kill, by a fresh manager that knows
+// only the sandbox ID: a teardown by ID, a GC, or both, as recovery says.
+func recoverSandbox(e *itEnv, recovery, id string) error {
+	var m *Manager
+	if e.m == nil {
+		m = e.start()
+	} else {
+		m = e.restart()
+	}
+	ctx := e.ctx()
+	var errs []error
+	if recovery != "gc" {
+		errs = append(errs, m.TearDownPodWithContext(ctx, PodNetwork{ID: id}))
+	}
+	if recovery != "teardown" {
+		errs = append(errs, m.GC(ctx, []*PodNetwork{}))
+	}
+	return errors.Join(errs...)
+}
+
 // crashResult is what one kill and its recovery came to.
 type crashResult struct {
 	finished  bool  // the helper's operation had finished when it was killed
@@ -223,39 +259,13 @@ func runCrashCase(t *testing.T, cc crashCase) crashResult {
 	}
 
 	h := startHelper(t, job)
-	switch cc.killAt {
-	case "call":
-		h.waitFor(t, func() bool { return loggedCalls(t, e.logFile, verb, pod.ID) >= cc.call })
-		time.Sleep(cc.jitter) // randomness of the kill point only
-	case "delay":
-		h.waitFor(t, nil)
-		time.Sleep(cc.jitter) // randomness of the kill point only
-	case "done":
-		h.waitFor(t, h.finished)
-	}
+	cc.waitForKillPoint(t, h, e.logFile, verb, pod.ID)
 	res.finished = h.finished()
 	res.orphans = h.kill(t, cc.session)
 	t.Logf("killed after %d %s call(s); operation finished: %v (%s); %d plugin process(es) running at the kill",
 		loggedCalls(t, e.logFile, verb, pod.ID), verb, res.finished, h.result(), res.orphans)
 
-	// Recovery, by a fresh manager that knows only the sandbox ID.
-	recoverPod := func() error {
-		var m *Manager
-		if e.m == nil {
-			m = e.start()
-		} else {
-			m = e.restart()
-		}
-		ctx := e.ctx()
-		var errs []error
-		if cc.recovery != "gc" {
-			errs = append(errs, m.TearDownPodWithContext(ctx, PodNetwork{ID: pod.ID}))
-		}
-		if cc.recovery != "teardown" {
-			errs = append(errs, m.GC(ctx, []*PodNetwork{}))
-		}
-		return errors.Join(errs...)
-	}
+	recoverPod := func() error { return recoverSandbox(e, cc.recovery, pod.ID) }
 	if cc.absent {
 		for f := range confs {
 			require.NoError(t, os.Remove(f))

@@ -108,8 +108,20 @@ func (l *leftovers) owners(ids []string) []string {
 // with it, so only existing ones are looked into.
 func (e *itEnv) scanLeftovers(networks map[string]testenv.Net, netnsPaths []string) *leftovers {
 	e.t.Helper()
-	t := e.t
 	l := &leftovers{Reservations: map[string][]string{}, BridgePorts: map[string][]string{}, NetnsLinks: map[string][]string{}}
+	e.scanNetworks(l, networks)
+	l.PluginState = e.pluginState()
+	e.scanNetns(l, netnsPaths)
+	e.scanCache(l)
+	l.Processes = pluginProcesses(e.t)
+	return l
+}
+
+// scanNetworks adds to l each network's host-local reservations, with
+// their owners, and the ports left on its bridge.
+func (e *itEnv) scanNetworks(l *leftovers, networks map[string]testenv.Net) {
+	e.t.Helper()
+	t := e.t
 	for name, n := range networks {
 		for _, ip := range testenv.Reservations(t, e.dataDir, name) {
 			owner, _ := os.ReadFile(filepath.Join(e.dataDir, name, ip))
@@ -120,31 +132,54 @@ func (e *itEnv) scanLeftovers(networks map[string]testenv.Net, netnsPaths []stri
 			l.BridgePorts[n.Bridge] = ports
 		}
 	}
+}
+
+// pluginState lists the files in host-local's data dir other than
+// reservations (named by their IP) and its own bookkeeping. A missing
+// data dir holds none.
+func (e *itEnv) pluginState() []string {
+	e.t.Helper()
+	t := e.t
 	des, err := os.ReadDir(e.dataDir)
 	if !errors.Is(err, fs.ErrNotExist) {
 		require.NoError(t, err)
 	}
+	var out []string
 	for _, d := range des {
 		files, err := os.ReadDir(filepath.Join(e.dataDir, d.Name()))
 		require.NoError(t, err)
 		for _, f := range files {
 			n := f.Name()
 			if net.ParseIP(n) == nil && n != "lock" && !strings.HasPrefix(n, "last_reserved_ip.") {
-				l.PluginState = append(l.PluginState, filepath.Join(d.Name(), n))
+				out = append(out, filepath.Join(d.Name(), n))
 			}
 		}
 	}
+	return out
+}
+
+// scanNetns adds to l the interfaces other than lo in each pod netns that
+// still exists.
+func (e *itEnv) scanNetns(l *leftovers, netnsPaths []string) {
+	e.t.Helper()
 	for _, ns := range netnsPaths {
 		if _, err := os.Stat(ns); err != nil {
 			continue
 		}
-		if links := slices.DeleteFunc(linksIn(t, ns), func(s string) bool { return s == "lo" }); len(links) > 0 {
+		if links := slices.DeleteFunc(linksIn(e.t, ns), func(s string) bool { return s == "lo" }); len(links) > 0 {
 			l.NetnsLinks[ns] = links
 		}
 	}
+}
+
+// scanCache adds to l the files under the cache dir, sorted into result
+// cache entries, order records and anything else. A missing cache dir
+// holds none.
+func (e *itEnv) scanCache(l *leftovers) {
+	e.t.Helper()
 	results := filepath.Join(e.cacheDir, "results")
 	orders := filepath.Join(e.cacheDir, "ocicni", "attachments")
-	err = filepath.WalkDir(e.cacheDir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(e.cacheDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -161,10 +196,8 @@ func (e *itEnv) scanLeftovers(networks map[string]testenv.Net, netnsPaths []stri
 		return nil
 	})
 	if !errors.Is(err, fs.ErrNotExist) {
-		require.NoError(t, err)
+		require.NoError(e.t, err)
 	}
-	l.Processes = pluginProcesses(t)
-	return l
 }
 
 // bridgePorts lists the interfaces enslaved to bridge; a bridge that does

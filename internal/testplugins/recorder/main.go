@@ -73,6 +73,22 @@ func run(verb string, args *skel.CmdArgs) error {
 	}
 
 	b := conf.behaviourFor(verb)
+	if err := b.runHooks(verb, args); err != nil {
+		return err
+	}
+	if err := b.injectFault(verb); err != nil {
+		return err
+	}
+	if verb != "ADD" {
+		return nil
+	}
+	return add(conf, b)
+}
+
+// runHooks does the steps a test synchronises on, in order: start a
+// child that outlives the plugin, say that the plugin has entered, and
+// wait until the test lets it go on.
+func (b behaviour) runHooks(verb string, args *skel.CmdArgs) error {
 	if b.ChildPidFile != "" {
 		if err := startChild(b.ChildPidFile); err != nil {
 			return types.NewError(types.ErrIOFailure, "recorder: start child", err.Error())
@@ -88,6 +104,14 @@ func run(verb string, args *skel.CmdArgs) error {
 			return types.NewError(types.ErrInternal, "recorder: waitForFile", err.Error())
 		}
 	}
+	return nil
+}
+
+// injectFault applies the sleep, crash and error of b while its fault is
+// active. The fault is checked again after the sleep, so that a test can
+// lift it while the plugin sleeps. A crash exits the process; nil means
+// the plugin goes on normally.
+func (b behaviour) injectFault(verb string) error {
 	faulty, err := b.faultActive()
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "recorder: check onlyIfExists", err.Error())
@@ -105,10 +129,7 @@ func run(verb string, args *skel.CmdArgs) error {
 	if faulty && (b.ErrorCode != 0 || b.ErrorMsg != "") {
 		return injectedError(verb, b)
 	}
-	if verb != "ADD" {
-		return nil
-	}
-	return add(conf, b)
+	return nil
 }
 
 // behaviourFor returns the behaviour configured for verb, or the zero
