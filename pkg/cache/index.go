@@ -8,8 +8,7 @@ import (
 )
 
 // ErrNoIndex is returned by [Cache.IndexResults] where no index can be
-// kept (not Linux, or inotify unavailable); the Cache then keeps listing
-// the results directory.
+// kept (not Linux); the Cache then keeps listing the results directory.
 var ErrNoIndex = errors.New("cache: no index of the results directory on this system")
 
 // nameIndex holds the file names of the results directory, kept current
