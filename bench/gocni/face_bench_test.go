@@ -3,12 +3,9 @@ package gocni
 import (
 	"context"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -235,8 +232,8 @@ func BenchmarkFaceVsGoCNI(b *testing.B) {
 		}
 		total := func(s string) float64 { return float64(t[s][0] + t[s][1]) }
 		for s, d := range t {
-			cycle[s] = append(cycle[s], ms(d[0]+d[1]))
-			up[s], down[s] = append(up[s], ms(d[0])), append(down[s], ms(d[1]))
+			cycle[s] = append(cycle[s], testenv.Millis(d[0]+d[1]))
+			up[s], down[s] = append(up[s], testenv.Millis(d[0])), append(down[s], testenv.Millis(d[1]))
 		}
 		faceGo = append(faceGo, total(sideFace)/total(sideGoCNI))
 		faceRaw = append(faceRaw, total(sideFace)/total(sideRaw))
@@ -244,17 +241,17 @@ func BenchmarkFaceVsGoCNI(b *testing.B) {
 		faceGoUp = append(faceGoUp, float64(t[sideFace][0])/float64(t[sideGoCNI][0]))
 		faceGoDown = append(faceGoDown, float64(t[sideFace][1])/float64(t[sideGoCNI][1]))
 	}
-	b.ReportMetric(quantile(faceGo, 0.5), "face/gocni")
-	b.ReportMetric(quantile(faceRaw, 0.5), "face/libcni")
-	b.ReportMetric(quantile(goRaw, 0.5), "gocni/libcni")
-	b.ReportMetric(quantile(faceGoUp, 0.5), "setup-face/gocni")
-	b.ReportMetric(quantile(faceGoDown, 0.5), "teardown-face/gocni")
-	b.ReportMetric(quantile(cycle[sideFace], 0.95)/quantile(cycle[sideGoCNI], 0.95), "p95-face/gocni")
+	b.ReportMetric(testenv.Quantile(faceGo, 0.5), "face/gocni")
+	b.ReportMetric(testenv.Quantile(faceRaw, 0.5), "face/libcni")
+	b.ReportMetric(testenv.Quantile(goRaw, 0.5), "gocni/libcni")
+	b.ReportMetric(testenv.Quantile(faceGoUp, 0.5), "setup-face/gocni")
+	b.ReportMetric(testenv.Quantile(faceGoDown, 0.5), "teardown-face/gocni")
+	b.ReportMetric(testenv.Quantile(cycle[sideFace], 0.95)/testenv.Quantile(cycle[sideGoCNI], 0.95), "p95-face/gocni")
 	for _, s := range []string{sideRaw, sideGoCNI, sideFace} {
-		b.ReportMetric(quantile(cycle[s], 0.5), s+"-ms")
-		b.ReportMetric(quantile(cycle[s], 0.95), s+"-p95-ms")
-		b.ReportMetric(quantile(up[s], 0.5), s+"-setup-ms")
-		b.ReportMetric(quantile(down[s], 0.5), s+"-teardown-ms")
+		b.ReportMetric(testenv.Quantile(cycle[s], 0.5), s+"-ms")
+		b.ReportMetric(testenv.Quantile(cycle[s], 0.95), s+"-p95-ms")
+		b.ReportMetric(testenv.Quantile(up[s], 0.5), s+"-setup-ms")
+		b.ReportMetric(testenv.Quantile(down[s], 0.5), s+"-teardown-ms")
 	}
 }
 
@@ -279,32 +276,18 @@ func BenchmarkFaceThroughput(b *testing.B) {
 			}
 			round := func(name string, r int) time.Duration {
 				s := e.sides[name]
-				start := time.Now()
-				var wg sync.WaitGroup
-				errs := make(chan error, workers)
-				for w := range workers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := range podsPerWorker {
-							id := fmt.Sprintf("%s%s%d-%d-%d", e.prefix, name, r, w, i)
-							if err := s.up(ctx, id, nss[w]); err != nil {
-								errs <- fmt.Errorf("%s: setup: %w", name, err)
-								return
-							}
-							if err := s.down(ctx, id, nss[w]); err != nil {
-								errs <- fmt.Errorf("%s: teardown: %w", name, err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					b.Fatal(err)
-				}
-				return time.Since(start)
+				took, err := testenv.RunWorkers(workers, podsPerWorker, func(w, i int) error {
+					id := fmt.Sprintf("%s%s%d-%d-%d", e.prefix, name, r, w, i)
+					if err := s.up(ctx, id, nss[w]); err != nil {
+						return fmt.Errorf("%s: setup: %w", name, err)
+					}
+					if err := s.down(ctx, id, nss[w]); err != nil {
+						return fmt.Errorf("%s: teardown: %w", name, err)
+					}
+					return nil
+				})
+				require.NoError(b, err)
+				return took
 			}
 			totals := map[string]time.Duration{}
 			var faceGo, faceRaw []float64
@@ -322,8 +305,8 @@ func BenchmarkFaceThroughput(b *testing.B) {
 			for _, s := range []string{sideRaw, sideGoCNI, sideFace} {
 				b.ReportMetric(pods/totals[s].Seconds(), s+"-pods/s")
 			}
-			b.ReportMetric(quantile(faceGo, 0.5), "throughput-face/gocni")
-			b.ReportMetric(quantile(faceRaw, 0.5), "throughput-face/libcni")
+			b.ReportMetric(testenv.Quantile(faceGo, 0.5), "throughput-face/gocni")
+			b.ReportMetric(testenv.Quantile(faceRaw, 0.5), "throughput-face/libcni")
 			b.ReportMetric(float64(totals[sideGoCNI])/float64(totals[sideFace]), "total-face/gocni")
 		})
 	}
@@ -356,15 +339,3 @@ func TestSidesAgree(t *testing.T) {
 		})
 	}
 }
-
-// quantile returns the q-quantile of xs (nearest rank), sorting a copy.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(q*float64(len(s))))-1, 0)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

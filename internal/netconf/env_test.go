@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/conflist"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -57,7 +58,7 @@ func (e *env) loader(t *testing.T, set func(*Config)) *Loader {
 	}
 	var l *Loader
 	var err error
-	within(t, loadBound, "New", func() { l, err = New(cfg) })
+	testenv.Within(t, loadBound, "New", func() { l, err = New(cfg) })
 	require.NoError(t, err)
 	t.Cleanup(l.Shutdown)
 	return l
@@ -103,22 +104,6 @@ func pluginTypes(set *Set, name string) []string {
 		types = append(types, p.Network.Type)
 	}
 	return types
-}
-
-// within runs f in a goroutine and fails the test if f has not returned
-// after d.
-func within(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(d):
-		require.FailNow(t, what+" did not return in time", "after %v", d)
-	}
 }
 
 // closed reports whether ch is closed.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -21,7 +22,7 @@ func TestLoadLockWaitRespectsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var err error
-	within(t, loadBound, "Load", func() { err = l.Load(ctx) })
+	testenv.Within(t, loadBound, "Load", func() { err = l.Load(ctx) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, []string{"a"}, l.Snapshot().Names())
 
@@ -47,7 +48,7 @@ func TestSlowerLoadDoesNotOverwriteANewerSet(t *testing.T) {
 
 	// The file changes; a second load reads it and publishes at once.
 	e.write(t, "10-net.conflist", conflistOf("net", "good", "other"))
-	within(t, loadBound, "second Load", func() { require.NoError(t, l.Load(context.Background())) })
+	testenv.Within(t, loadBound, "second Load", func() { require.NoError(t, l.Load(context.Background())) })
 	require.Equal(t, []string{"good", "other"}, pluginTypes(l.Snapshot(), "net"))
 
 	// The first one finishes last, and must not bring the old file back.
@@ -75,7 +76,7 @@ func TestLookupRequestsALoad(t *testing.T) {
 	var n *Network
 	var set *Set
 	var err error
-	within(t, loadBound, "Lookup", func() { n, set, err = l.Lookup(context.Background(), before, "late") })
+	testenv.Within(t, loadBound, "Lookup", func() { n, set, err = l.Lookup(context.Background(), before, "late") })
 	require.NoError(t, err)
 	assert.Equal(t, "late", n.Name)
 	assert.Same(t, set, l.Snapshot(), "the set it was found in")
@@ -83,7 +84,7 @@ func TestLookupRequestsALoad(t *testing.T) {
 	assert.Nil(t, before.Network("late"), "a published set never changes")
 
 	// A network that the new set skips fails at once, with the reason.
-	within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(context.Background(), set, "broken") })
+	testenv.Within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(context.Background(), set, "broken") })
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 	require.ErrorIs(t, err, ErrPluginNotFound)
 	var nf *NetworkNotFoundError
@@ -102,7 +103,7 @@ func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var err error
-	within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(ctx, l.Snapshot(), "hang") })
+	testenv.Within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(ctx, l.Snapshot(), "hang") })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 
@@ -149,7 +150,7 @@ func TestShutdownKeepsServing(t *testing.T) {
 	l.Shutdown()
 	e.write(t, "10-a.conflist", conflistOf("a", "good"))
 	var err error
-	within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(context.Background(), l.Snapshot(), "a") })
+	testenv.Within(t, loadBound, "Lookup", func() { _, _, err = l.Lookup(context.Background(), l.Snapshot(), "a") })
 	require.NoError(t, err)
 	require.NoError(t, l.Load(context.Background()))
 	assert.Equal(t, "a", l.Snapshot().DefaultName())

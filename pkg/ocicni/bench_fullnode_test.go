@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
 )
@@ -49,9 +49,9 @@ func BenchmarkFullNode(b *testing.B) {
 				down = append(down, usSince(start))
 				env.Exec.ResetCalls()
 			}
-			b.ReportMetric(median(up), "setup-us")
-			b.ReportMetric(median(status), "status-us")
-			b.ReportMetric(median(down), "teardown-us")
+			b.ReportMetric(testenv.Quantile(up, 0.5), "setup-us")
+			b.ReportMetric(testenv.Quantile(status, 0.5), "status-us")
+			b.ReportMetric(testenv.Quantile(down, 0.5), "teardown-us")
 		})
 	}
 }
@@ -82,12 +82,3 @@ func fillCache(b *testing.B, cacheDir string, n int) {
 }
 
 func usSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1000 }
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}

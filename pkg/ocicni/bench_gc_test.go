@@ -170,9 +170,9 @@ func (e *gcBenchEnv) check() {
 func percentile(ds []time.Duration, p float64) float64 {
 	xs := make([]float64, len(ds))
 	for i, d := range ds {
-		xs[i] = ms(d)
+		xs[i] = testenv.Millis(d)
 	}
-	return quantile(xs, p)
+	return testenv.Quantile(xs, p)
 }
 
 // BenchmarkGC10000 runs GC over 10,000 cache entries of CNI 1.1.0 bridge

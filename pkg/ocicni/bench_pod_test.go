@@ -3,11 +3,8 @@ package ocicni
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,25 +159,25 @@ func BenchmarkPodVsLibcni(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				t := e.pair(b, ctx, i)
 				r, m := t.rawUp+t.rawDown, t.mgrUp+t.mgrDown
-				raw, mgr = append(raw, ms(r)), append(mgr, ms(m))
+				raw, mgr = append(raw, testenv.Millis(r)), append(mgr, testenv.Millis(m))
 				cycle = append(cycle, float64(m)/float64(r))
 				up = append(up, float64(t.mgrUp)/float64(t.rawUp))
 				down = append(down, float64(t.mgrDown)/float64(t.rawDown))
-				rawOwn, mgrOwn = append(rawOwn, ms(t.rawOwn)), append(mgrOwn, ms(t.mgrOwn))
+				rawOwn, mgrOwn = append(rawOwn, testenv.Millis(t.rawOwn)), append(mgrOwn, testenv.Millis(t.mgrOwn))
 			}
-			b.ReportMetric(quantile(cycle, 0.5), "median-ratio")
-			b.ReportMetric(quantile(mgr, 0.95)/quantile(raw, 0.95), "p95-ratio")
-			b.ReportMetric(quantile(up, 0.5), "setup-ratio")
-			b.ReportMetric(quantile(down, 0.5), "teardown-ratio")
-			b.ReportMetric(quantile(raw, 0.5), "libcni-ms")
-			b.ReportMetric(quantile(mgr, 0.5), "ocicni-ms")
-			b.ReportMetric(quantile(raw, 0.95), "libcni-p95-ms")
-			b.ReportMetric(quantile(mgr, 0.95), "ocicni-p95-ms")
+			b.ReportMetric(testenv.Quantile(cycle, 0.5), "median-ratio")
+			b.ReportMetric(testenv.Quantile(mgr, 0.95)/testenv.Quantile(raw, 0.95), "p95-ratio")
+			b.ReportMetric(testenv.Quantile(up, 0.5), "setup-ratio")
+			b.ReportMetric(testenv.Quantile(down, 0.5), "teardown-ratio")
+			b.ReportMetric(testenv.Quantile(raw, 0.5), "libcni-ms")
+			b.ReportMetric(testenv.Quantile(mgr, 0.5), "ocicni-ms")
+			b.ReportMetric(testenv.Quantile(raw, 0.95), "libcni-p95-ms")
+			b.ReportMetric(testenv.Quantile(mgr, 0.95), "ocicni-p95-ms")
 			// Outside plugin processes: libcni's own work (config
 			// injection, its result cache) on both sides, and the
 			// manager's on top of it.
-			b.ReportMetric(quantile(rawOwn, 0.5), "libcni-own-ms")
-			b.ReportMetric(quantile(mgrOwn, 0.5), "ocicni-own-ms")
+			b.ReportMetric(testenv.Quantile(rawOwn, 0.5), "libcni-own-ms")
+			b.ReportMetric(testenv.Quantile(mgrOwn, 0.5), "ocicni-own-ms")
 		})
 	}
 }
@@ -206,27 +203,9 @@ func BenchmarkThroughput(b *testing.B) {
 				b.Cleanup(func() { _ = netns.Remove(p) })
 			}
 			round := func(pod func(w, i int) error) time.Duration {
-				start := time.Now()
-				var wg sync.WaitGroup
-				errs := make(chan error, workers)
-				for w := range workers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := range podsPerWorker {
-							if err := pod(w, i); err != nil {
-								errs <- err
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					b.Fatal(err)
-				}
-				return time.Since(start)
+				took, err := testenv.RunWorkers(workers, podsPerWorker, pod)
+				require.NoError(b, err)
+				return took
 			}
 			rawPod := func(r int) func(w, i int) error {
 				return func(w, i int) error {
@@ -267,7 +246,7 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(rawTotal)/float64(mgrTotal), "total-ratio")
 			// The median of the paired rounds' ratios, which one slow
 			// round (a loaded machine) does not move.
-			b.ReportMetric(quantile(ratios, 0.5), "throughput-ratio")
+			b.ReportMetric(testenv.Quantile(ratios, 0.5), "throughput-ratio")
 		})
 	}
 }
@@ -336,22 +315,10 @@ func BenchmarkTeardownFailingMiddle(b *testing.B) {
 		require.NoError(b, m.TearDownPodWithContext(ctx, bad), "the retry cleans up")
 		require.NoError(b, netns.Remove(nsPath))
 		require.NoError(b, netns.Remove(nsBad))
-		clean, failing = append(clean, ms(tc)), append(failing, ms(tf))
+		clean, failing = append(clean, testenv.Millis(tc)), append(failing, testenv.Millis(tf))
 		ratios = append(ratios, float64(tf)/float64(tc))
 	}
-	b.ReportMetric(quantile(ratios, 0.5), "median-ratio")
-	b.ReportMetric(quantile(clean, 0.5), "clean-ms")
-	b.ReportMetric(quantile(failing, 0.5), "failing-ms")
+	b.ReportMetric(testenv.Quantile(ratios, 0.5), "median-ratio")
+	b.ReportMetric(testenv.Quantile(clean, 0.5), "clean-ms")
+	b.ReportMetric(testenv.Quantile(failing, 0.5), "failing-ms")
 }
-
-// quantile returns the q-quantile of xs (nearest rank), sorting a copy.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(q*float64(len(s))))-1, 0)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -248,7 +248,7 @@ func BenchmarkReloadVisible(b *testing.B) {
 					start := time.Now()
 					change()
 					waitPublished(b, rb.m, visible)
-					took = append(took, ms(time.Since(start)))
+					took = append(took, testenv.Millis(time.Since(start)))
 
 					b.StopTimer()
 					waitIdle(b, rb.m)
@@ -256,8 +256,8 @@ func BenchmarkReloadVisible(b *testing.B) {
 					reloads += st.Leading + st.Trailing - before
 					b.StartTimer()
 				}
-				b.ReportMetric(quantile(took, 0.50), "p50-ms")
-				b.ReportMetric(quantile(took, 0.99), "p99-ms")
+				b.ReportMetric(testenv.Quantile(took, 0.50), "p50-ms")
+				b.ReportMetric(testenv.Quantile(took, 0.99), "p99-ms")
 				b.ReportMetric(float64(reloads)/float64(len(took)), "reloads/op")
 			})
 		}

@@ -70,9 +70,9 @@ func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
 	// While the ADD is held: a reload with a new file and Status complete
 	// before the ADD does.
 	e.addConf("late", e.recorder("late", "1.0.0", nil))
-	within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(e.ctx())) })
+	testenv.Within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(e.ctx())) })
 	var err error
-	within(t, loadBound, "Status", func() { err = m.Status() })
+	testenv.Within(t, loadBound, "Status", func() { err = m.Status() })
 	require.NoError(t, err)
 	assert.Contains(t, m.Networks(), "late")
 	requirePending(t, done, "ADD finished while the plugin was held; the test proves nothing")

@@ -22,22 +22,6 @@ import (
 // to pass.
 const loadBound = 5 * time.Second
 
-// within runs f in a goroutine and fails the test if f has not returned
-// after d.
-func within(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(d):
-		require.FailNow(t, what+" did not return in time", "after %v", d)
-	}
-}
-
 // managerWithin is manager, failing the test instead of hanging when New
 // does not return within d.
 func (e *loaderEnv) managerWithin(t *testing.T, d time.Duration, opts ...Option) *Manager {

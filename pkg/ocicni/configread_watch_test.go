@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
 func TestFIFOAddedLaterBlocksNeitherReloadsNorPodsNorShutdown(t *testing.T) {
@@ -33,9 +35,9 @@ func TestFIFOAddedLaterBlocksNeitherReloadsNorPodsNorShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var err error
-	within(t, 4*time.Second, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
+	testenv.Within(t, 4*time.Second, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 	require.NoError(t, ctx.Err(), "answered before the context ended")
 
-	within(t, 4*time.Second, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
+	testenv.Within(t, 4*time.Second, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -70,12 +71,12 @@ func TestLookupWaitEndsWithTheCallersContext(t *testing.T) {
 	defer cancel()
 	pod := testPod(t, "hang")
 	var err error
-	within(t, loadBound, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
+	testenv.Within(t, loadBound, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 
 	// Shutdown waits for the VERSION call it started, which ends when the
 	// plugin answers.
 	g.Release()
-	within(t, loadBound, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
+	testenv.Within(t, loadBound, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }

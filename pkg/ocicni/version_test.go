@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -77,14 +78,14 @@ func TestVersionFailureIsRememberedUntilTheBinaryChanges(t *testing.T) {
 			assert.Equal(t, 1, e.versionCalls("broken"), "one call for three files")
 
 			for range 3 {
-				within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
+				testenv.Within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 			}
 			assert.Equal(t, 1, e.versionCalls("broken"), "the failure is remembered")
 			assert.Len(t, m.Skipped(), 3)
 
 			// A new binary is asked again.
 			require.NoError(t, os.WriteFile(filepath.Join(e.binDir, "broken"), []byte("#!/bin/false\n# v2\n"), 0o755))
-			within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
+			testenv.Within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 			assert.Equal(t, 2, e.versionCalls("broken"))
 		})
 	}
@@ -168,7 +169,7 @@ func TestPendingVersionKeepsTheNetworkLoadedBefore(t *testing.T) {
 	require.Equal(t, []string{"good"}, pluginTypes(m, "net"))
 
 	require.NoError(t, os.WriteFile(path, []byte(conflist("net", "1.0.0", "slow")), 0o644))
-	within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
+	testenv.Within(t, loadBound, "reload", func() { assert.NoError(t, m.Reload(context.Background())) })
 	assert.Equal(t, []string{"good"}, pluginTypes(m, "net"), "the last good config stays while VERSION is pending")
 	require.ErrorIs(t, skippedFile(m, path), ErrVersionPending)
 
