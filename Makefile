@@ -28,7 +28,7 @@ test: ## go vet, then every test of the main module with -race (as root, the net
 test-short: ## The quick loop: every test but churn and crash, without -race (under a minute on 2 cores)
 	go test -short -count=1 ./...
 
-fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them
+fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them, on Go 1.27.3 (fetched via GOTOOLCHAIN; FUZZ_GOTOOLCHAIN=local for the installed Go)
 	bash .ci/fuzz
 
 bench: ## The suite BENCHMARKS.md reports (as root, ~20 min; BENCH_SCALE=0.2 for a quick look), into bench.out
