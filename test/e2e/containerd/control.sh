@@ -116,7 +116,7 @@ remove_by_hand() {
 		find "$CNI_CACHE/results" -name "$net-*" -delete 2>/dev/null || true
 	done
 	for br in "$BRIDGE" "$HBRIDGE"; do
-		for l in $(ip -o link show master "$br" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}'); do
+		for l in $(veths_on "$br"); do
 			ip link del "$l" || true
 		done
 	done

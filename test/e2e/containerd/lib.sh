@@ -2,7 +2,8 @@
 # Sourced by run.sh for modes all, run and control: runs containerd (built
 # against our pkg/gocni, or stock for the control) and drives it with
 # crictl. Uses BIN, PLUGINS and CRICTL_BIN from run.sh's build_bins or
-# build_stock_bins.
+# build_stock_bins, and the pod, network and leftover helpers of
+# test/e2e/lib/common.sh.
 
 NET=ocicni-e2ec
 BRIDGE=${E2E_BRIDGE:-cni-e2ec0}
@@ -21,6 +22,8 @@ IPS_CHECKED=0
 KILLS=0
 LEFTOVERS=0
 ALL_IDS=()
+# shellcheck disable=SC2034 # read by common.sh's assert_clean
+LEFTOVER_KINDS="reservations, veths, cache entries, order records, netns"
 PHASE_TIMES=()
 STARTS=0
 CTRD_PID=
@@ -37,16 +40,6 @@ crictl() {
 		--image-endpoint "unix://$W/containerd.sock" --timeout 60s "$@" 2>>"$W/crictl.log"
 }
 ctr() { "$BIN/ctr" --address "$W/containerd.sock" -n k8s.io "$@"; }
-# crictl_err: the last error crictl logged, from "desc = " on, without
-# the quoting of crictl's msg="...".
-crictl_err() {
-	local l
-	l=$(tail -1 "$W/crictl.log" 2>/dev/null) || true
-	l=${l#*desc = }
-	l=${l%\"}
-	printf '%s\n' "${l//\\\"/\"}"
-}
-
 cleanup() {
 	local rc=$?
 	set +e
@@ -62,7 +55,7 @@ cleanup() {
 	# The shims (one per pod), then the containers runc started.
 	# Their sockets under /run/containerd/s are found through the shims'
 	# fds before the kill, and removed after it.
-	local pid id ino f socks=()
+	local pid ino f socks=()
 	for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $W/containerd.sock" 2>/dev/null); do
 		for ino in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do
 			while read -r f; do socks+=("$f"); done < <(awk -v i="$ino" '$7 == i && $8 ~ "^/run/containerd/s/" {print $8}' /proc/net/unix)
@@ -70,21 +63,8 @@ cleanup() {
 		kill -KILL "$pid" 2>/dev/null
 	done
 	((${#socks[@]} == 0)) || rm -f "${socks[@]}"
-	if [[ -d $W/runc ]]; then
-		for id in $(runc --root "$W/runc/k8s.io" list -q 2>/dev/null); do
-			runc --root "$W/runc/k8s.io" kill "$id" KILL 2>/dev/null
-			sleep 0.1
-			runc --root "$W/runc/k8s.io" delete -f "$id" 2>/dev/null
-		done
-	fi
-	# Mounts (rootfs, shm, pinned namespaces), deepest first.
-	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
-	ip link del "$BRIDGE" 2>/dev/null
-	ip link del "$HBRIDGE" 2>/dev/null
-	for id in "${ALL_IDS[@]}"; do
-		[[ -n $id ]] || continue
-		rm -f "$CNI_CACHE"/results/*"$id"* "$CNI_CACHE/ocicni/attachments/$id"
-	done
+	kill_runc_containers runc "$W/runc/k8s.io"
+	remove_net_state
 	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
 	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
 	exit "$rc"
@@ -199,32 +179,6 @@ EOF
 	write_conflist "$W/cni/10-$NET.conflist" "$NET" "$BRIDGE" "$SUBNET"
 }
 
-# write_conflist file name bridge subnet [extra plugin type]
-write_conflist() {
-	local extra=""
-	[[ -z ${5:-} ]] || extra=", { \"type\": \"$5\" }"
-	cat >"$1.tmp" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$2",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$3",
-      "isGateway": true,
-      "ipMasq": false,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$W/ipam",
-        "ranges": [[{"subnet": "$4"}]]
-      }
-    }$extra
-  ]
-}
-EOF
-	mv "$1.tmp" "$1"
-}
-
 # make_runc: Debian's runc; containerd's restrict_oom_score_adj is set
 # when this process cannot lower its own oom_score_adj.
 make_runc() {
@@ -245,17 +199,7 @@ make_runc() {
 make_pause_image() {
 	local d=$W/pause-oci l c m ls cs ms arch
 	mkdir -p "$d/blobs/sha256" "$d/rootfs"
-	cat >"$W/pause.c" <<'EOF'
-#include <signal.h>
-#include <unistd.h>
-static void bye(int s) { (void)s; _exit(0); }
-int main(void) {
-	signal(SIGTERM, bye);
-	signal(SIGINT, bye);
-	for (;;) pause();
-}
-EOF
-	gcc -static -Os -o "$d/rootfs/pause" "$W/pause.c" || die "building pause failed"
+	build_pause "$d/rootfs/pause"
 	tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$d/rootfs" -cf "$W/layer.tar" pause
 	l=$(sha256sum "$W/layer.tar" | cut -c1-64)
 	ls=$(stat -c %s "$W/layer.tar")
@@ -281,67 +225,14 @@ EOF
 	log "pause image $PAUSE_IMAGE imported (manifest sha256:${m:0:12}), unpacked for native"
 }
 
-pod_config() { # name uid -> file
-	local f=$W/pods/$1.json
-	cat >"$f" <<EOF
-{"metadata":{"name":"$1","uid":"$2","namespace":"ocicni-e2e","attempt":0},
- "log_directory":"$W/logs/$1","linux":{"security_context":{"namespace_options":{"network":0}}}}
-EOF
-	echo "$f"
-}
-
-run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
-	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed: $(crictl_err)"
-	[[ $POD_ID =~ ^[0-9a-f]{64}$ ]] || die "crictl runp $1 printed '$POD_ID'"
-	ALL_IDS+=("$POD_ID")
-	PODS_RUN=$((PODS_RUN + 1))
-}
-
-pod_ip() { crictl inspectp "$1" | jq -r '.status.network.ip'; }
-pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
-
-check_pod_ip() { # id [subnet]
-	local ip ns subnet=${2:-$SUBNET}
-	ip=$(pod_ip "$1")
-	[[ $ip == "${subnet%.*}."* ]] || die "pod $1 has IP '$ip', not one of $subnet"
-	ns=$(pod_netns "$1")
-	[[ -n $ns && -e $ns ]] || die "pod $1: netns '$ns' missing"
-	nsenter --net="$ns" ip -4 -o addr show dev eth0 | grep -qw "inet $ip/24" ||
-		die "pod $1: $ip not configured in $ns"
-	IPS_CHECKED=$((IPS_CHECKED + 1))
-}
-
-stop_rm_pod() {
-	crictl stopp "$1" >/dev/null || die "crictl stopp $1 failed: $(crictl_err)"
-	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed: $(crictl_err)"
-}
-
 # leftover_kinds: what is left, by kind, as "r v c o n": host-local
 # reservations and libcni cache entries of both networks, veths on both
 # bridges, order records of every pod run, pinned netns; each kind is
 # logged when not zero. The control counts no order records (o is 0):
 # stock go-cni writes none.
 leftover_kinds() {
-	local r=0 v=0 c=0 o=0 n k id net br
-	for net in "$NET" "$HNET"; do
-		k=$(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover host-local reservations of $net: $(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock -printf '%f ')"
-		r=$((r + k))
-		k=$(find "$CNI_CACHE/results" -name "$net-*" 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover libcni cache entries of $net: $k"
-		c=$((c + k))
-	done
-	for br in "$BRIDGE" "$HBRIDGE"; do
-		k=$(ip -o link show master "$br" 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover veths on $br: $k"
-		v=$((v + k))
-	done
-	if [[ -z $CONTROL ]]; then
-		for id in "${ALL_IDS[@]}"; do
-			[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && o=$((o + 1))
-		done
-		((o == 0)) || log "leftover order records: $o"
-	fi
+	local r v c o n
+	read -r r v c o < <(net_leftovers "${CONTROL:+no-orders}")
 	n=$(find "$W/state" -path '*/netns/*' 2>/dev/null | wc -l)
 	((n == 0)) || log "leftover netns: $(find "$W/state" -path '*/netns/*' | tr '\n' ' ')"
 	echo "$r $v $c $o $n"
@@ -351,17 +242,6 @@ count_leftovers() {
 	local r v c o n
 	read -r r v c o n < <(leftover_kinds)
 	echo $((r + v + c + o + n))
-}
-
-# assert_clean phase: zero leftovers, or the run fails. The control's
-# leftovers are counted by run_control after each phase, failed or not.
-assert_clean() { # phase
-	[[ -z $CONTROL ]] || return 0
-	local n
-	n=$(count_leftovers)
-	LEFTOVERS=$((LEFTOVERS + n))
-	((n == 0)) || die "$1: $n leftovers"
-	log "$1: zero leftovers (reservations, veths, cache entries, order records, netns)"
 }
 
 # phase_single: one pod, end to end.
@@ -376,20 +256,6 @@ phase_single() {
 	log "single: pod ${id:0:12} has $(pod_ip "$id") in $(pod_netns "$id"), cache entry$([[ -n $CONTROL ]] || echo " and order record")"
 	stop_rm_pod "$id"
 	assert_clean "single"
-}
-
-phase_churn() {
-	local ids=() i id nips
-	log "phase churn: $NPODS pod sandboxes"
-	for i in $(seq 1 "$NPODS"); do
-		run_pod "churn-$i"
-		ids+=("$POD_ID")
-	done
-	for id in "${ids[@]}"; do check_pod_ip "$id"; done
-	nips=$(for id in "${ids[@]}"; do pod_ip "$id"; done | sort -u | wc -l)
-	((nips == NPODS)) || die "churn: $nips distinct IPs for $NPODS pods"
-	for id in "${ids[@]}"; do stop_rm_pod "$id"; done
-	assert_clean "churn"
 }
 
 # phase_parallel: NPAR runp at once, then NPAR stopp+rmp at once.
@@ -493,56 +359,13 @@ phase_noconf() {
 
 # write_fault_network: the fault phases' conflist (bridge + host-local,
 # then faultplug) replaces the main one (max_conf_num 1; containerd
-# reloads on the change), and the faultplug plugin, a bash script in
-# $W/cni-bin. faultplug passes prevResult through on ADD; its ADD fails
+# reloads on the change), and the faultplug plugin (write_fault_plugin)
+# in $W/cni-bin. faultplug passes prevResult through on ADD; its ADD fails
 # with code 11 while $W/add.fault exists, its DEL while $W/del.fault
 # exists. One line per call to $W/faultplug.log: "<unix time> <command>
 # <container id> <outcome>".
 write_fault_network() {
-	local jqbin
-	jqbin=$(command -v jq) || die "jq missing"
-	cat >"$W/cni-bin/faultplug" <<EOF
-#!/bin/bash
-# faultplug: chained CNI plugin of the e2e fault phases.
-addfault=$W/add.fault
-delfault=$W/del.fault
-calllog=$W/faultplug.log
-jq=$jqbin
-EOF
-	cat >>"$W/cni-bin/faultplug" <<'PLUGIN'
-in=$(cat)
-note() { printf '%s %s %s %s\n' "$(date +%s.%N)" "${CNI_COMMAND:-none}" "${CNI_CONTAINERID:--}" "$1" >>"$calllog"; }
-cnierr() { # code msg
-	printf '{"cniVersion":"1.0.0","code":%d,"msg":"%s"}\n' "$1" "$2"
-	note "error-$1"
-	exit 1
-}
-case ${CNI_COMMAND:-} in
-ADD)
-	[[ -e $addfault ]] && cnierr 11 "add fault"
-	out=$("$jq" -ce 'if .prevResult then .prevResult + {cniVersion: .cniVersion} else error("no prevResult") end' <<<"$in" 2>/dev/null) ||
-		cnierr 7 "faultplug: no prevResult on stdin"
-	printf '%s\n' "$out"
-	note ok
-	;;
-DEL)
-	[[ -e $delfault ]] && cnierr 11 "del fault"
-	note ok
-	;;
-CHECK | STATUS | GC)
-	note ok
-	;;
-VERSION)
-	echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}'
-	note ok
-	;;
-*)
-	cnierr 4 "faultplug: unknown CNI_COMMAND '${CNI_COMMAND:-}'"
-	;;
-esac
-PLUGIN
-	chmod +x "$W/cni-bin/faultplug"
-	: >>"$W/faultplug.log"
+	write_fault_plugin "$W/cni-bin/faultplug" "$W/del.fault" "del fault" "$W/add.fault"
 	mv "$W/cni/10-$NET.conflist" "$W/10-$NET.conflist.away"
 	write_conflist "$W/cni/10-$HNET.conflist" "$HNET" "$HBRIDGE" "$HSUBNET" faultplug
 	# Wait for containerd's syncer to load it: a probe pod must land in HSUBNET.
@@ -635,7 +458,7 @@ phase_heal() {
 	id=$POD_ID
 	check_pod_ip "$id" "$HSUBNET"
 	ip=$(pod_ip "$id")
-	veth=$(ip -o link show master "$HBRIDGE" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}')
+	veth=$(veths_on "$HBRIDGE")
 	[[ -n $veth && $veth != *$'\n'* ]] || fault_fail "$id" "heal: not exactly one veth on $HBRIDGE: '$veth'"
 	[[ $(heal_state "$id" "$ip" "$veth") == "$(state_all 1)" ]] ||
 		fault_fail "$id" "heal: attachment incomplete ($STATE_KINDS): $(heal_state "$id" "$ip" "$veth")"
@@ -688,7 +511,7 @@ phase_addfail() {
 	[[ $id =~ ^[0-9a-f]{64}$ ]] || fault_fail none "addfail: faultplug logged no failed ADD"
 	ALL_IDS+=("$id")
 	grep -q " DEL $id error-11\$" "$W/faultplug.log" || fault_fail "$id" "addfail: no DEL of the sandbox failed"
-	ip=$(find "$W/ipam/$HNET" -type f ! -name 'last_reserved_ip.*' ! -name lock -printf '%f\n' 2>/dev/null | head -1)
+	ip=$(reservations "$HNET" | head -1)
 	log "addfail: sandbox ${id:0:12}: DELs failed $(grep -c " DEL $id error-11\$" "$W/faultplug.log") time(s); left ($STATE_KINDS): $(heal_state "$id" "$ip" "")${ip:+, reservation $ip}"
 	crictl pods -q | grep -q . && fault_fail "$id" "addfail: containerd lists a sandbox after the failed runp"
 	rm -f "$W/add.fault" "$W/del.fault"
@@ -735,13 +558,7 @@ e2e_setup() {
 	command -v jq >/dev/null || install_debs jq
 	command -v nsenter >/dev/null || install_debs util-linux
 	command -v ip >/dev/null || install_debs iproute2
-	local br
-	for br in "$BRIDGE" "$HBRIDGE"; do
-		ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run?)"
-	done
-	for br in "$SUBNET" "$HSUBNET"; do
-		! ip -4 -o addr show | grep -qF " ${br%.*}." || die "a host interface has an address in $br: pick another subnet"
-	done
+	check_host_free
 	make_runc
 	write_configs
 	start_containerd

@@ -27,9 +27,6 @@ set -Eeuo pipefail
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 MODE=${1:-compile}
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ocicni-e2e}
-OURMOD=github.com/seed-671fdd43/ocicni
 GOCNI=github.com/containerd/go-cni
 # containerd's Makefile builds with these tags (static_build etc. only for
 # a static build); none of them is needed for cgo.
@@ -42,46 +39,26 @@ CTRD_BIN_TAGS=${CTRD_BIN_TAGS:-urfave_cli_no_docs no_btrfs}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
 # The go-cni that stock containerd $CONTAINERD_VERSION requires: the control.
 STOCK_GOCNI=${STOCK_GOCNI:-v1.1.14}
-T0=$(date +%s)
-
-export GOWORK=off GOFLAGS=-buildvcs=false
 LOG_TAG=e2e-containerd
-log() { printf '[%s %4ds] %s\n' "$LOG_TAG" "$(($(date +%s) - T0))" "$*" >&2; }
-# die: in a control phase (PHASE set, in the phase's subshell; see
-# control.sh) it ends the phase and leaves its reason in $W/phase.fail;
-# everywhere else it ends the run.
-die() {
-	if [[ -n ${PHASE:-} ]]; then
-		log "$PHASE failed: ${*#"$PHASE: "}"
-		printf '%s\n' "$*" >"$W/phase.fail"
-		exit 1
-	fi
-	log "FAIL: $*"
-	exit 1
-}
+# REPO, E2E_CACHE, OURMOD, T0, log, die (which ends only the phase in a
+# control phase), install_debs, keyhash, fetch_src...
+# shellcheck source=test/e2e/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 
 # prepare_src: a writable copy of containerd, go-cni imports rewritten to
 # our pkg/gocni, with a replace to this checkout. Keyed by containerd
-# version and checkout path; redone when this function changes.
+# version and checkout path; redone when this function or one of the
+# common.sh functions it calls changes.
 prepare_src() {
-	local pathkey dl recipe files left
+	local pathkey recipe files left
 	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
 	SRC=$E2E_CACHE/src-containerd-$CONTAINERD_VERSION-$pathkey
-	recipe=$(declare -f prepare_src | sha256sum | cut -c1-16)
+	recipe=$(declare -f prepare_src fetch_src proxy_dir require_ours | sha256sum | cut -c1-16)
 	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
 		log "containerd source: $SRC (cached)"
 		return
 	fi
-	log "downloading github.com/containerd/containerd/v2@$CONTAINERD_VERSION from the module proxy"
-	dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[[ -d $dl ]] || die "go mod download gave no source dir"
-	rm -rf "$SRC" && mkdir -p "$(dirname "$SRC")"
-	cp -r "$dl" "$SRC" && chmod -R u+w "$SRC"
-	if [[ -d $SRC/vendor ]]; then
-		log "containerd vendors: dropping vendor/ and building with -mod=mod"
-		rm -rf "$SRC/vendor"
-	fi
+	fetch_src github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$SRC" containerd
 	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
 	[[ -n $files ]] || die "no containerd file imports $GOCNI"
 	# Our package is named cni, as go-cni's is: the import path is all that
@@ -92,18 +69,9 @@ prepare_src() {
 	left=$(grep -rn --include='*.go' "$GOCNI" "$SRC" || true)
 	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
 	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
-	(cd "$SRC" &&
-		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
-		go mod edit -droprequire="$GOCNI")
+	require_ours "$SRC" "$GOCNI"
 	grep -q "$GOCNI" "$SRC/go.mod" && die "containerd's go.mod still mentions $GOCNI"
 	printf '%s\n' "$recipe" >"$SRC/.prepared"
-}
-
-# keyhash: hash of this checkout's library (what containerd compiles of
-# us), as the CRI-O test keys its build.
-keyhash() {
-	(cd "$REPO" && find go.mod go.sum pkg internal -type f ! -name '*_test.go' -print0 |
-		sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
 # in_src cmd...: runs a go command in containerd's copy, which owns its
@@ -138,57 +106,41 @@ compile_check() {
 }
 
 # compile_negative: the compile check must fail when an exported identifier
-# containerd uses is gone. Renames gocni.WithMinNetworkCount in a scratch
-# copy of this checkout (never in the repo), runs the compile check there,
-# and requires it to fail at that identifier.
+# containerd uses is gone: gocni.WithMinNetworkCount renamed in a scratch
+# copy; it must fail at that identifier.
 compile_negative() {
-	local scratch rc=0
-	scratch=$(mktemp -d /tmp/ocicni-e2e-ctrd-negative.XXXXXX)
-	(cd "$REPO" && tar --exclude=./.git --exclude=./bin -cf - .) | tar -xf - -C "$scratch"
-	sed -i 's/\bWithMinNetworkCount\b/WithMinNetworkCountRenamed/g' "$scratch"/pkg/gocni/*.go
-	log "negative check: compile check against $scratch with gocni.WithMinNetworkCount renamed"
-	E2E_CACHE=$E2E_CACHE "$scratch/test/e2e/containerd/run.sh" compile >"$scratch.log" 2>&1 || rc=$?
-	grep -m3 'WithMinNetworkCount' "$scratch.log" >&2 || true
-	local found=0
-	grep -q 'undefined: cni.WithMinNetworkCount' "$scratch.log" && found=1
-	rm -rf "$scratch" "$E2E_CACHE"/src-containerd-"$CONTAINERD_VERSION"-"$(printf '%s' "$scratch" | sha256sum | cut -c1-8)"
-	rm -f "$scratch.log"
-	((rc != 0)) || die "negative check: the compile check passed although WithMinNetworkCount was renamed"
-	((found == 1)) || die "negative check: the compile check failed, but not at cni.WithMinNetworkCount"
-	log "negative check passed: the compile check failed at cni.WithMinNetworkCount as it must"
+	compile_negative_check containerd gocni WithMinNetworkCount "src-containerd-$CONTAINERD_VERSION" \
+		'undefined: cni.WithMinNetworkCount'
 }
 
-install_debs() {
-	log "apt-get install $*"
-	if [[ -z ${APT_UPDATED:-} ]]; then
-		apt-get update -qq >/dev/null || true
-		APT_UPDATED=1
+# build_ctrd src label goflags: containerd, ctr and the runc shim from src
+# into $BIN, with $CTRD_BIN_TAGS and GOFLAGS+=goflags, unless $BIN has them.
+build_ctrd() {
+	local t
+	if [[ -x $BIN/containerd && -x $BIN/ctr && -x $BIN/containerd-shim-runc-v2 ]]; then
+		log "${2}containerd, ctr, shim: $BIN (cached${KEY:+ for tree $KEY})"
+	else
+		command -v gcc >/dev/null || install_debs gcc libc6-dev
+		t=$(date +%s)
+		log "building ${2}containerd, ctr and containerd-shim-runc-v2 (tags: $CTRD_BIN_TAGS)"
+		rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
+		(cd "$1" && GOFLAGS="$GOFLAGS $3" go build -trimpath -tags "$CTRD_BIN_TAGS" \
+			-ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+			-o "$BIN.tmp/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2) ||
+			die "building ${2}containerd${KEY:+ against $REPO/pkg/gocni} failed"
+		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+		log "${2}containerd, ctr, shim built in $(($(date +%s) - t))s"
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
+	"$BIN/containerd" --version | grep -q "$CONTAINERD_VERSION" || die "$BIN/containerd is not $CONTAINERD_VERSION"
 }
 
 # build_bins: containerd, ctr and the runc shim from the prepared source
 # (keyed by containerd version and our tree hash), then build_tools.
 build_bins() {
-	local key t
 	prepare_src
-	key=$(keyhash)
-	BIN=$E2E_CACHE/bin-containerd-$CONTAINERD_VERSION-$key
-	if [[ -x $BIN/containerd && -x $BIN/ctr && -x $BIN/containerd-shim-runc-v2 ]]; then
-		log "containerd, ctr, shim: $BIN (cached for tree $key)"
-	else
-		command -v gcc >/dev/null || install_debs gcc libc6-dev
-		t=$(date +%s)
-		log "building containerd, ctr and containerd-shim-runc-v2 (tags: $CTRD_BIN_TAGS)"
-		rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
-		in_src go build -trimpath -tags "$CTRD_BIN_TAGS" \
-			-ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
-			-o "$BIN.tmp/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2 ||
-			die "building containerd against $REPO/pkg/gocni failed"
-		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
-		log "containerd, ctr, shim built in $(($(date +%s) - t))s"
-	fi
-	"$BIN/containerd" --version | grep -q "$CONTAINERD_VERSION" || die "$BIN/containerd is not $CONTAINERD_VERSION"
+	KEY=$(keyhash)
+	BIN=$E2E_CACHE/bin-containerd-$CONTAINERD_VERSION-$KEY
+	build_ctrd "$SRC" "" -mod=mod
 	build_tools
 	OCICNITOOL=$BIN/ocicnitool
 	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
@@ -198,15 +150,8 @@ build_bins() {
 # build_tools: what the face and the control share: crictl and the
 # reference CNI plugins from tools/.
 build_tools() {
-	CRICTL_BIN=$E2E_CACHE/crictl-$CRICTL_VERSION/crictl
-	if [[ ! -x $CRICTL_BIN ]]; then
-		log "building crictl $CRICTL_VERSION"
-		GOBIN=$E2E_CACHE/crictl-$CRICTL_VERSION go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" ||
-			die "crictl build failed"
-	fi
-	PLUGINS=$E2E_CACHE/plugins-containerd-$(keyhash)
-	mkdir -p "$PLUGINS"
-	(cd "$REPO/tools" && go build -o "$PLUGINS/" tool) || die "plugin build failed"
+	build_crictl
+	build_plugins "$E2E_CACHE/plugins-containerd-$(keyhash)"
 	log "crictl, CNI plugins ($PLUGINS) ready"
 }
 
@@ -221,9 +166,7 @@ prepare_stock_src() {
 		log "stock containerd source: $STOCK_SRC (cached)"
 	else
 		log "downloading github.com/containerd/containerd/v2@$CONTAINERD_VERSION from the module proxy (stock, for the control)"
-		dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" |
-			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-		[[ -d $dl ]] || die "go mod download gave no source dir"
+		dl=$(proxy_dir "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
 		[[ ! -e $STOCK_SRC ]] || chmod -R u+w "$STOCK_SRC"
 		rm -rf "$STOCK_SRC" "$STOCK_SRC.tmp" && mkdir -p "$(dirname "$STOCK_SRC")"
 		cp -r "$dl" "$STOCK_SRC.tmp"
@@ -244,25 +187,12 @@ prepare_stock_src() {
 # touched), into bin-containerd-stock-$CONTAINERD_VERSION; then
 # build_tools. The binary must link go-cni $STOCK_GOCNI and nothing of ours.
 build_stock_bins() {
-	local t deps
+	local deps
 	command -v jq >/dev/null || install_debs jq
 	prepare_stock_src
+	KEY=
 	BIN=$E2E_CACHE/bin-containerd-stock-$CONTAINERD_VERSION
-	if [[ -x $BIN/containerd && -x $BIN/ctr && -x $BIN/containerd-shim-runc-v2 ]]; then
-		log "stock containerd, ctr, shim: $BIN (cached)"
-	else
-		command -v gcc >/dev/null || install_debs gcc libc6-dev
-		t=$(date +%s)
-		log "building stock containerd, ctr and containerd-shim-runc-v2 (tags: $CTRD_BIN_TAGS)"
-		rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
-		(cd "$STOCK_SRC" && GOFLAGS="$GOFLAGS -mod=readonly" go build -trimpath -tags "$CTRD_BIN_TAGS" \
-			-ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
-			-o "$BIN.tmp/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2) ||
-			die "building stock containerd failed"
-		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
-		log "stock containerd, ctr, shim built in $(($(date +%s) - t))s"
-	fi
-	"$BIN/containerd" --version | grep -q "$CONTAINERD_VERSION" || die "$BIN/containerd is not $CONTAINERD_VERSION"
+	build_ctrd "$STOCK_SRC" "stock " -mod=readonly
 	deps=$(go version -m "$BIN/containerd") || die "go version -m $BIN/containerd failed"
 	grep -qP "^\tdep\t\Q$GOCNI\E\t\Q$STOCK_GOCNI\E\t" <<<"$deps" ||
 		die "$BIN/containerd does not link $GOCNI $STOCK_GOCNI: $(grep -F "$GOCNI" <<<"$deps" || echo none)"
@@ -284,49 +214,44 @@ compile-negative)
 	compile_negative
 	log "total $(($(date +%s) - T0))s"
 	;;
-run)
-	# shellcheck source=test/e2e/containerd/lib.sh
-	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-	shift || true
-	check_phases "$@"
-	build_bins
-	run_e2e "$@"
-	;;
-all)
-	# The face's run, as strict as run's, in a subshell so that its cleanup
-	# (an EXIT trap) is done before the control starts; it leaves its
-	# per-phase figures in FACE_RESULTS for the control's table.
+run | all | control)
 	# shellcheck source=test/e2e/containerd/lib.sh
 	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 	# shellcheck source=test/e2e/containerd/control.sh
 	. "$(dirname "${BASH_SOURCE[0]}")/control.sh"
 	shift || true
 	check_phases "$@"
-	compile_check
-	build_bins
-	FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-ctrd-face.XXXXXX)
-	trap 'rm -f "$FACE_RESULTS"' EXIT
-	# Not `( ... ) || rc=$?`: errexit would be off inside the subshell.
-	set +e
-	(
-		set -e
+	case $MODE in
+	run)
+		build_bins
 		run_e2e "$@"
-	)
-	rc=$?
-	set -e
-	((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
-	build_stock_bins
-	run_control "$@"
-	;;
-control)
-	# shellcheck source=test/e2e/containerd/lib.sh
-	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-	# shellcheck source=test/e2e/containerd/control.sh
-	. "$(dirname "${BASH_SOURCE[0]}")/control.sh"
-	shift || true
-	check_phases "$@"
-	build_stock_bins
-	run_control "$@"
+		;;
+	all)
+		# The face's run, as strict as run's, in a subshell so that its
+		# cleanup (an EXIT trap) is done before the control starts; it
+		# leaves its per-phase figures in FACE_RESULTS for the control's
+		# table.
+		compile_check
+		build_bins
+		FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-ctrd-face.XXXXXX)
+		trap 'rm -f "$FACE_RESULTS"' EXIT
+		# Not `( ... ) || rc=$?`: errexit would be off inside the subshell.
+		set +e
+		(
+			set -e
+			run_e2e "$@"
+		)
+		rc=$?
+		set -e
+		((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
+		build_stock_bins
+		run_control "$@"
+		;;
+	control)
+		build_stock_bins
+		run_control "$@"
+		;;
+	esac
 	;;
 *) die "usage: $0 [compile|compile-negative|build|all [phase...]|run [phase...]|control [phase...]]" ;;
 esac

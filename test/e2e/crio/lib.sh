@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by run.sh: runs crio built against our pkg/ocicni and drives it
-# with crictl. Uses BIN, PLUGINS, CRICTL_BIN from run.sh's build_all.
+# with crictl. Uses BIN, PLUGINS, CRICTL_BIN from run.sh's build_all, and
+# the pod, network and leftover helpers of test/e2e/lib/common.sh.
 
 NET=ocicni-e2e
 BRIDGE=${E2E_BRIDGE:-cni-e2e0}
@@ -17,7 +18,11 @@ PODS_RUN=0
 IPS_CHECKED=0
 KILLS=0
 LEFTOVERS=0
-ALL_IDS=()
+# shellcheck disable=SC2034 # ALL_IDS and LEFTOVER_KINDS: read by common.sh
+{
+	ALL_IDS=()
+	LEFTOVER_KINDS="reservations, veths, cache entries, order records"
+}
 
 # crictl's stderr (config and cgroup_parent warnings) goes to crictl.log,
 # shown with crio.log on failure.
@@ -39,25 +44,10 @@ cleanup() {
 	fi
 	stop_crio KILL
 	# Containers that conmon and runc started.
-	if [[ -d $W/runc ]]; then
-		local id
-		for id in $(/usr/sbin/runc --root "$W/runc" list -q 2>/dev/null); do
-			/usr/sbin/runc --root "$W/runc" kill "$id" KILL 2>/dev/null
-			sleep 0.1
-			/usr/sbin/runc --root "$W/runc" delete -f "$id" 2>/dev/null
-		done
-	fi
+	kill_runc_containers /usr/sbin/runc "$W/runc"
 	local pid
 	for pid in $(pgrep -f "conmon .*$W" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-	# Mounts (storage, shm, pinned namespaces), deepest first.
-	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
-	ip link del "$BRIDGE" 2>/dev/null
-	ip link del "$HBRIDGE" 2>/dev/null
-	local id
-	for id in "${ALL_IDS[@]}" "${STALE_ID:-}"; do
-		[[ -n $id ]] || continue
-		rm -f "$CNI_CACHE"/results/*"$id"* "$CNI_CACHE/ocicni/attachments/$id"
-	done
+	remove_net_state
 	rm -rf "$W"
 	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
 	exit "$rc"
@@ -144,25 +134,7 @@ enable_nri = false
 EOF
 	echo '{"default":[{"type":"insecureAcceptAnything"}]}' >"$W/policy.json"
 	: >"$W/crictl.yaml"
-	cat >"$W/cni/10-$NET.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$NET",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$W/ipam",
-        "ranges": [[{"subnet": "$SUBNET"}]]
-      }
-    }
-  ]
-}
-EOF
+	write_conflist "$W/cni/10-$NET.conflist" "$NET" "$BRIDGE" "$SUBNET"
 }
 
 # make_runc: the runtime CRI-O calls. runc cannot set oomScoreAdj -998 (the
@@ -204,17 +176,7 @@ EOF
 make_pause_image() {
 	command -v buildah >/dev/null || install_debs buildah
 	local b="buildah --root $W/root --runroot $W/runroot --storage-driver vfs" c
-	cat >"$W/pause.c" <<'EOF'
-#include <signal.h>
-#include <unistd.h>
-static void bye(int s) { (void)s; _exit(0); }
-int main(void) {
-	signal(SIGTERM, bye);
-	signal(SIGINT, bye);
-	for (;;) pause();
-}
-EOF
-	gcc -static -Os -o "$W/pause" "$W/pause.c" || die "building pause failed"
+	build_pause "$W/pause"
 	c=$($b from scratch) || die "buildah from scratch failed"
 	$b copy "$c" "$W/pause" /pause >/dev/null &&
 		$b config --cmd /pause "$c" &&
@@ -223,87 +185,12 @@ EOF
 	log "pause image $PAUSE_IMAGE committed to $W/root (vfs)"
 }
 
-pod_config() { # name uid -> file
-	local f=$W/pods/$1.json
-	cat >"$f" <<EOF
-{"metadata":{"name":"$1","uid":"$2","namespace":"ocicni-e2e","attempt":0},
- "log_directory":"$W/logs/$1","linux":{"security_context":{"namespace_options":{"network":0}}}}
-EOF
-	echo "$f"
-}
-
-run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
-	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed (see $W/crio.log)"
-	[[ $POD_ID =~ ^[0-9a-f]{64}$ ]] || die "crictl runp $1 printed '$POD_ID'"
-	ALL_IDS+=("$POD_ID")
-	PODS_RUN=$((PODS_RUN + 1))
-}
-
-pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
-
-check_pod_ip() { # id [subnet]
-	local ip ns subnet=${2:-$SUBNET}
-	ip=$(crictl inspectp "$1" | jq -r '.status.network.ip')
-	[[ $ip == "${subnet%.*}."* ]] || die "pod $1 has IP '$ip', not one of $subnet"
-	ns=$(pod_netns "$1")
-	[[ -e $ns ]] || die "pod $1: netns '$ns' missing"
-	nsenter --net="$ns" ip -4 -o addr show dev eth0 | grep -qw "inet $ip/24" ||
-		die "pod $1: $ip not configured in $ns"
-	IPS_CHECKED=$((IPS_CHECKED + 1))
-}
-
-stop_rm_pod() {
-	crictl stopp "$1" >/dev/null || die "crictl stopp $1 failed"
-	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed"
-}
-
 # count_leftovers: of both networks (the heal network's are 0 before its
-# phase).
+# phase), by net_leftovers, summed.
 count_leftovers() {
-	local n=0 k id net br
-	for net in "$NET" "$HNET"; do
-		k=$(find "$W/ipam/$net" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover host-local reservations of $net: $(ls "$W/ipam/$net")"
-		n=$((n + k))
-		k=$(find "$CNI_CACHE/results" -name "$net-*" 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover libcni cache entries of $net: $k"
-		n=$((n + k))
-	done
-	for br in "$BRIDGE" "$HBRIDGE"; do
-		k=$(ip -o link show master "$br" 2>/dev/null | wc -l)
-		((k == 0)) || log "leftover veths on $br: $k"
-		n=$((n + k))
-	done
-	k=0
-	for id in "${ALL_IDS[@]}" "${STALE_ID:-}"; do
-		[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && k=$((k + 1))
-	done
-	((k == 0)) || log "leftover order records: $k"
-	n=$((n + k))
-	echo "$n"
-}
-
-assert_clean() { # phase
-	local n
-	n=$(count_leftovers)
-	LEFTOVERS=$((LEFTOVERS + n))
-	((n == 0)) || die "$1: $n leftovers"
-	log "$1: zero leftovers (reservations, veths, cache entries, order records)"
-}
-
-phase_churn() {
-	local ids=() i id
-	log "phase churn: $NPODS pod sandboxes"
-	for i in $(seq 1 "$NPODS"); do
-		run_pod "churn-$i"
-		ids+=("$POD_ID")
-	done
-	for id in "${ids[@]}"; do check_pod_ip "$id"; done
-	local nips
-	nips=$(for id in "${ids[@]}"; do crictl inspectp "$id" | jq -r .status.network.ip; done | sort -u | wc -l)
-	((nips == NPODS)) || die "churn: $nips distinct IPs for $NPODS pods"
-	for id in "${ids[@]}"; do stop_rm_pod "$id"; done
-	assert_clean "churn"
+	local r v c o
+	read -r r v c o < <(net_leftovers)
+	echo $((r + v + c + o))
 }
 
 # phase_crash: SIGKILL crio with pods running. Live pods keep their
@@ -325,7 +212,7 @@ phase_crash() {
 	declare -A ipof
 	for id in "${live[@]}" "${stale[@]}"; do
 		check_pod_ip "$id"
-		ipof[$id]=$(crictl inspectp "$id" | jq -r .status.network.ip)
+		ipof[$id]=$(pod_ip "$id")
 	done
 	make_unknown_attachment
 	stop_crio KILL
@@ -346,7 +233,7 @@ phase_crash() {
 	[[ ! -e $CNI_CACHE/ocicni/attachments/$STALE_ID ]] || die "crash: GC left the unknown container's order record"
 	log "crash: CRI-O's startup GC collected the attachment of an unknown container"
 	for id in "${live[@]}"; do
-		ip=$(crictl inspectp "$id" | jq -r .status.network.ip)
+		ip=$(pod_ip "$id")
 		[[ $ip == "${ipof[$id]}" ]] || die "crash: live pod $id had ${ipof[$id]}, now '$ip'"
 		check_pod_ip "$id"
 	done
@@ -385,15 +272,15 @@ phase_cached_config() {
 	run_pod "cached-1"
 	id=$POD_ID
 	check_pod_ip "$id"
-	ip=$(crictl inspectp "$id" | jq -r .status.network.ip)
+	ip=$(pod_ip "$id")
 	[[ -e $W/ipam/$NET/$ip ]] || die "cached-config: no reservation for $ip"
 	mv "$W/cni/10-$NET.conflist" "$W/10-$NET.conflist.away"
 	sleep 1
-	crictl stopp "$id" >/dev/null || die "cached-config: stopp without the conflist failed"
+	crictl stopp "$id" >/dev/null || die "cached-config: stopp without the conflist failed: $(crictl_err)"
 	[[ ! -e $W/ipam/$NET/$ip ]] || die "cached-config: reservation $ip not released without the conflist"
 	log "cached-config: reservation $ip released from the cached config"
 	mv "$W/10-$NET.conflist.away" "$W/cni/10-$NET.conflist"
-	crictl rmp "$id" >/dev/null || die "crictl rmp $id failed"
+	crictl rmp "$id" >/dev/null || die "crictl rmp $id failed: $(crictl_err)"
 	assert_clean "cached-config"
 }
 
@@ -406,74 +293,14 @@ set_default_network() {
 }
 
 # write_heal_network: the heal phase's conflist (bridge + host-local, then
-# faultdel) and the faultdel plugin, a bash script (jq is a prerequisite)
-# in its own plugin dir $W/cni-bin. faultdel passes prevResult through on
-# ADD; its DEL fails with code 11 while $W/heal.fault exists. It logs one
-# line per call to $W/faultdel.log: "<unix time> <command> <container id>
-# <outcome>".
+# faultdel) and the faultdel plugin (write_fault_plugin) in its own plugin
+# dir $W/cni-bin. faultdel passes prevResult through on ADD; its DEL fails
+# with code 11 ("busy") while $W/heal.fault exists. It logs one line per
+# call to $W/faultdel.log: "<unix time> <command> <container id> <outcome>".
 write_heal_network() {
-	local jqbin
-	jqbin=$(command -v jq) || die "jq missing"
 	mkdir -p "$W/cni-bin"
-	cat >"$W/cni-bin/faultdel" <<EOF
-#!/bin/bash
-# faultdel: chained CNI plugin of the e2e heal phase.
-fault=$W/heal.fault
-calllog=$W/faultdel.log
-jq=$jqbin
-EOF
-	cat >>"$W/cni-bin/faultdel" <<'PLUGIN'
-in=$(cat)
-note() { printf '%s %s %s %s\n' "$(date +%s.%N)" "${CNI_COMMAND:-none}" "${CNI_CONTAINERID:--}" "$1" >>"$calllog"; }
-cnierr() { # code msg
-	printf '{"cniVersion":"1.0.0","code":%d,"msg":"%s"}\n' "$1" "$2"
-	note "error-$1"
-	exit 1
-}
-case ${CNI_COMMAND:-} in
-ADD)
-	out=$("$jq" -ce 'if .prevResult then .prevResult + {cniVersion: .cniVersion} else error("no prevResult") end' <<<"$in" 2>/dev/null) ||
-		cnierr 7 "faultdel: no prevResult on stdin"
-	printf '%s\n' "$out"
-	note ok
-	;;
-DEL)
-	[[ -e $fault ]] && cnierr 11 busy
-	note ok
-	;;
-CHECK | STATUS | GC)
-	note ok
-	;;
-VERSION)
-	echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}'
-	note ok
-	;;
-*)
-	cnierr 4 "faultdel: unknown CNI_COMMAND '${CNI_COMMAND:-}'"
-	;;
-esac
-PLUGIN
-	chmod +x "$W/cni-bin/faultdel"
-	cat >"$W/cni/20-$HNET.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$HNET",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$HBRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$W/ipam",
-        "ranges": [[{"subnet": "$HSUBNET"}]]
-      }
-    },
-    { "type": "faultdel" }
-  ]
-}
-EOF
+	write_fault_plugin "$W/cni-bin/faultdel" "$W/heal.fault" busy
+	write_conflist "$W/cni/20-$HNET.conflist" "$HNET" "$HBRIDGE" "$HSUBNET" faultdel
 	grep -q "\"$W/cni-bin\"" "$W/crio.conf" ||
 		sed -i "s|^plugin_dirs = \[\(.*\)\]|plugin_dirs = [\1, \"$W/cni-bin\"]|" "$W/crio.conf"
 	grep -q "\"$W/cni-bin\"" "$W/crio.conf" || die "heal: could not add $W/cni-bin to plugin_dirs"
@@ -522,9 +349,9 @@ phase_heal() {
 	run_pod "heal-1"
 	HEAL_ID=$POD_ID
 	check_pod_ip "$HEAL_ID" "$HSUBNET"
-	HEAL_IP=$(crictl inspectp "$HEAL_ID" | jq -r .status.network.ip)
+	HEAL_IP=$(pod_ip "$HEAL_ID")
 	[[ -e $W/ipam/$HNET/$HEAL_IP ]] || heal_fail "no host-local reservation for $HEAL_IP"
-	HEAL_VETH=$(ip -o link show master "$HBRIDGE" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}')
+	HEAL_VETH=$(veths_on "$HBRIDGE")
 	[[ -n $HEAL_VETH && $HEAL_VETH != *$'\n'* ]] || heal_fail "not exactly one veth on $HBRIDGE: '$HEAL_VETH'"
 	[[ -e $CNI_CACHE/results/$HNET-$HEAL_ID-eth0 ]] || heal_fail "no libcni cache entry $HNET-$HEAL_ID-eth0"
 	[[ -e $CNI_CACHE/ocicni/attachments/$HEAL_ID ]] || heal_fail "no order record for $HEAL_ID"
@@ -608,12 +435,7 @@ run_e2e() {
 	CONMON=$(command -v conmon)
 	OCICNITOOL=$E2E_CACHE/bin-$(keyhash)/ocicnitool
 	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
-	local br
-	for br in "$BRIDGE" "$HBRIDGE"; do
-		ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run?)"
-	done
-	! ip -4 -o addr show | grep -qF " ${HSUBNET%.*}." ||
-		die "a host interface has an address in $HSUBNET: pick another E2E_HEAL_SUBNET"
+	check_host_free
 	mkdir -p "$W/bin"
 	make_runc
 	write_configs

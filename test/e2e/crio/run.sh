@@ -14,51 +14,29 @@ set -Eeuo pipefail
 CRIO_VERSION=${CRIO_VERSION:-v1.34.0}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
 MODE=${1:-all}
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-/root/.cache}/ocicni-e2e}
 NPODS=${NPODS:-20}
-OURMOD=github.com/seed-671fdd43/ocicni
-T0=$(date +%s)
-
-export GOWORK=off GOFLAGS=-buildvcs=false
-log() { printf '[e2e-crio %4ds] %s\n' "$(($(date +%s) - T0))" "$*" >&2; }
-die() { log "FAIL: $*"; exit 1; }
-
-# keyhash: hash of this checkout's library (what CRI-O compiles of us).
-keyhash() {
-	(cd "$REPO" && find go.mod go.sum pkg internal -type f -name '*' ! -name '*_test.go' -print0 |
-		sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
-}
+LOG_TAG=e2e-crio
+# REPO, E2E_CACHE, OURMOD, T0, log, die, install_debs, keyhash, fetch_src...
+# shellcheck source=test/e2e/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 
 # prepare_src: a writable copy of CRI-O, imports rewritten to our module,
 # with a replace to this checkout. Keyed by CRI-O version and checkout path.
 prepare_src() {
-	local pathkey dl
+	local pathkey files
 	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
 	SRC=$E2E_CACHE/src-cri-o-$CRIO_VERSION-$pathkey
 	if [[ -f $SRC/.prepared ]]; then
 		log "CRI-O source: $SRC (cached)"
 		return
 	fi
-	log "downloading github.com/cri-o/cri-o@$CRIO_VERSION from the module proxy"
-	dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "github.com/cri-o/cri-o@$CRIO_VERSION" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[[ -d $dl ]] || die "go mod download gave no source dir"
-	rm -rf "$SRC" && mkdir -p "$(dirname "$SRC")"
-	cp -r "$dl" "$SRC" && chmod -R u+w "$SRC"
-	if [[ -d $SRC/vendor ]]; then
-		log "CRI-O vendors: dropping vendor/ and building with -mod=mod"
-		rm -rf "$SRC/vendor"
-	fi
-	local files
+	fetch_src github.com/cri-o/cri-o "$CRIO_VERSION" "$SRC" CRI-O
 	files=$(grep -rl --include='*.go' 'github.com/cri-o/ocicni/pkg/ocicni' "$SRC" || true)
 	[[ -n $files ]] || die "no CRI-O file imports github.com/cri-o/ocicni/pkg/ocicni"
 	# shellcheck disable=SC2086
 	sed -i 's#github.com/cri-o/ocicni/pkg/ocicni#'"$OURMOD"'/pkg/ocicni#g' $files
 	log "rewrote $(wc -w <<<"$files") files to import $OURMOD/pkg/ocicni"
-	(cd "$SRC" &&
-		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
-		go mod edit -droprequire=github.com/cri-o/ocicni)
+	require_ours "$SRC" github.com/cri-o/ocicni
 	touch "$SRC/.prepared"
 }
 
@@ -109,42 +87,15 @@ build_all() {
 	if ! "$BIN/crio" version 2>/dev/null | grep -q "${CRIO_VERSION#v}"; then
 		die "$BIN/crio is not $CRIO_VERSION"
 	fi
-	if [[ ! -x $E2E_CACHE/crictl-$CRICTL_VERSION/crictl ]]; then
-		log "building crictl $CRICTL_VERSION"
-		GOBIN=$E2E_CACHE/crictl-$CRICTL_VERSION go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" ||
-			die "crictl build failed"
-	fi
-	CRICTL_BIN=$E2E_CACHE/crictl-$CRICTL_VERSION/crictl
-	PLUGINS=$E2E_CACHE/plugins
+	build_crictl
 	log "building the reference CNI plugins from tools/"
-	mkdir -p "$PLUGINS"
-	(cd "$REPO/tools" && go build -o "$PLUGINS/" tool) || die "plugin build failed"
-}
-
-install_debs() {
-	log "apt-get install $*"
-	if [[ -z ${APT_UPDATED:-} ]]; then
-		apt-get update -qq >/dev/null || true
-		APT_UPDATED=1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
+	build_plugins "$E2E_CACHE/plugins"
 }
 
 # compile_negative: the compile check must fail when an exported identifier
-# CRI-O uses is gone. Renames ocicni.BandwidthConfig in a scratch copy of
-# this checkout (never in the repo) and runs the compile check there.
+# CRI-O uses is gone: ocicni.BandwidthConfig renamed in a scratch copy.
 compile_negative() {
-	local scratch rc=0
-	scratch=$(mktemp -d /tmp/ocicni-e2e-negative.XXXXXX)
-	(cd "$REPO" && tar --exclude=./.git --exclude=./bin -cf - .) | tar -xf - -C "$scratch"
-	sed -i 's/\bBandwidthConfig\b/BandwidthConfigRenamed/g' "$scratch"/pkg/ocicni/*.go
-	log "negative check: compile check against $scratch with ocicni.BandwidthConfig renamed"
-	E2E_CACHE=$E2E_CACHE "$scratch/test/e2e/crio/run.sh" compile >"$scratch.log" 2>&1 || rc=$?
-	grep -m3 'BandwidthConfig' "$scratch.log" >&2 || true
-	rm -rf "$scratch" "$E2E_CACHE"/src-cri-o-"$CRIO_VERSION"-"$(printf '%s' "$scratch" | sha256sum | cut -c1-8)"
-	rm -f "$scratch.log"
-	((rc != 0)) || die "negative check: the compile check passed although BandwidthConfig was renamed"
-	log "negative check passed: the compile check failed as it must"
+	compile_negative_check crio ocicni BandwidthConfig "src-cri-o-$CRIO_VERSION"
 }
 
 case $MODE in

@@ -1,0 +1,377 @@
+# shellcheck shell=bash
+# What the two end-to-end harnesses share, sourced by test/e2e/crio/run.sh
+# and test/e2e/containerd/run.sh before anything else (their lib.sh and
+# control.sh use it too). Each run.sh sets LOG_TAG (and may set E2E_CACHE)
+# first. It holds:
+#   - the settings: REPO, E2E_CACHE, OURMOD, T0, GOWORK=off
+#   - log, die, install_debs, keyhash
+#   - building from the module proxy: fetch_src (download + writable copy,
+#     vendor/ dropped), proxy_dir, require_ours, build_crictl,
+#     build_plugins, compile_negative_check
+#   - driving a runtime with crictl (after the harness's crictl wrapper and
+#     its W, NET, HNET, BRIDGE, HBRIDGE, SUBNET, HSUBNET, CNI_CACHE,
+#     ALL_IDS): crictl_err, pod_config, run_pod, pod_ip, pod_netns,
+#     check_pod_ip, stop_rm_pod, write_conflist, write_fault_plugin,
+#     build_pause, reservations, veths_on, net_leftovers, assert_clean,
+#     check_host_free, kill_runc_containers, remove_net_state, phase_churn
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ocicni-e2e}
+OURMOD=github.com/seed-671fdd43/ocicni
+T0=$(date +%s)
+export GOWORK=off GOFLAGS=-buildvcs=false
+
+log() { printf '[%s %4ds] %s\n' "$LOG_TAG" "$(($(date +%s) - T0))" "$*" >&2; }
+# die: in a containerd control phase (PHASE set, in the phase's subshell;
+# see containerd/control.sh) it ends the phase and leaves its reason in
+# $W/phase.fail; everywhere else it ends the run.
+die() {
+	if [[ -n ${PHASE:-} ]]; then
+		log "$PHASE failed: ${*#"$PHASE: "}"
+		printf '%s\n' "$*" >"$W/phase.fail"
+		exit 1
+	fi
+	log "FAIL: $*"
+	exit 1
+}
+
+install_debs() {
+	log "apt-get install $*"
+	if [[ -z ${APT_UPDATED:-} ]]; then
+		apt-get update -qq >/dev/null || true
+		APT_UPDATED=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
+}
+
+# keyhash: hash of this checkout's library (what the runtime compiles of
+# us): go.mod, go.sum, pkg/ and internal/, test files left out.
+keyhash() {
+	(cd "$REPO" && find go.mod go.sum pkg internal -type f ! -name '*_test.go' -print0 |
+		sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+
+# proxy_dir module@version: downloads it from the module proxy and prints
+# the module cache's (read-only) directory of it.
+proxy_dir() {
+	local dl
+	dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$1" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -d $dl ]] || die "go mod download gave no source dir"
+	printf '%s\n' "$dl"
+}
+
+# fetch_src module version dest label: a writable copy of module@version
+# from the module proxy at dest, without its vendor/ (built with -mod=mod).
+fetch_src() {
+	local dl
+	log "downloading $1@$2 from the module proxy"
+	dl=$(proxy_dir "$1@$2")
+	rm -rf "$3" && mkdir -p "$(dirname "$3")"
+	cp -r "$dl" "$3" && chmod -R u+w "$3"
+	if [[ -d $3/vendor ]]; then
+		log "$4 vendors: dropping vendor/ and building with -mod=mod"
+		rm -rf "$3/vendor"
+	fi
+}
+
+# require_ours dir module: in dir's go.mod, a require of our module with a
+# replace to this checkout instead of the require of module.
+require_ours() {
+	(cd "$1" &&
+		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
+		go mod edit -droprequire="$2")
+}
+
+# build_crictl: crictl $CRICTL_VERSION from the module proxy, once; sets
+# CRICTL_BIN.
+build_crictl() {
+	CRICTL_BIN=$E2E_CACHE/crictl-$CRICTL_VERSION/crictl
+	if [[ ! -x $CRICTL_BIN ]]; then
+		log "building crictl $CRICTL_VERSION"
+		GOBIN=$E2E_CACHE/crictl-$CRICTL_VERSION go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" ||
+			die "crictl build failed"
+	fi
+}
+
+# build_plugins dir: the reference CNI plugins from tools/ into dir; sets
+# PLUGINS.
+build_plugins() {
+	PLUGINS=$1
+	mkdir -p "$PLUGINS"
+	(cd "$REPO/tools" && go build -o "$PLUGINS/" tool) || die "plugin build failed"
+}
+
+# compile_negative_check harness pkg ident srcprefix [want]: the compile
+# check must fail when an exported identifier the runtime uses is gone.
+# Renames pkg.ident in a scratch copy of this checkout (never in the
+# repo), runs test/e2e/<harness>/run.sh compile there, and requires it to
+# fail (with want, at a line holding want). Removes the scratch copy and
+# the runtime source prepared for it ($E2E_CACHE/<srcprefix>-<path key>).
+compile_negative_check() {
+	local harness=$1 pkg=$2 ident=$3 srcprefix=$4 want=${5:-} scratch rc=0 found=0
+	scratch=$(mktemp -d "/tmp/ocicni-e2e-$harness-negative.XXXXXX")
+	(cd "$REPO" && tar --exclude=./.git --exclude=./bin -cf - .) | tar -xf - -C "$scratch"
+	sed -i "s/\\b$ident\\b/${ident}Renamed/g" "$scratch/pkg/$pkg"/*.go
+	log "negative check: compile check against $scratch with $pkg.$ident renamed"
+	E2E_CACHE=$E2E_CACHE "$scratch/test/e2e/$harness/run.sh" compile >"$scratch.log" 2>&1 || rc=$?
+	grep -m3 "$ident" "$scratch.log" >&2 || true
+	[[ -z $want ]] || ! grep -qF "$want" "$scratch.log" || found=1
+	rm -rf "$scratch" "$E2E_CACHE/$srcprefix-$(printf '%s' "$scratch" | sha256sum | cut -c1-8)"
+	rm -f "$scratch.log"
+	((rc != 0)) || die "negative check: the compile check passed although $ident was renamed"
+	if [[ -n $want ]]; then
+		((found == 1)) || die "negative check: the compile check failed, but not at ${want#undefined: }"
+		log "negative check passed: the compile check failed at ${want#undefined: } as it must"
+	else
+		log "negative check passed: the compile check failed as it must"
+	fi
+}
+
+# crictl_err: the last error crictl logged, from "desc = " on, without
+# the quoting of crictl's msg="...".
+crictl_err() {
+	local l
+	l=$(tail -1 "$W/crictl.log" 2>/dev/null) || true
+	l=${l#*desc = }
+	l=${l%\"}
+	printf '%s\n' "${l//\\\"/\"}"
+}
+
+pod_config() { # name uid -> file
+	local f=$W/pods/$1.json
+	cat >"$f" <<EOF
+{"metadata":{"name":"$1","uid":"$2","namespace":"ocicni-e2e","attempt":0},
+ "log_directory":"$W/logs/$1","linux":{"security_context":{"namespace_options":{"network":0}}}}
+EOF
+	echo "$f"
+}
+
+run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
+	POD_ID=$(crictl runp "$(pod_config "$1" "uid-$1")") || die "crictl runp $1 failed: $(crictl_err)"
+	[[ $POD_ID =~ ^[0-9a-f]{64}$ ]] || die "crictl runp $1 printed '$POD_ID'"
+	ALL_IDS+=("$POD_ID")
+	PODS_RUN=$((PODS_RUN + 1))
+}
+
+pod_ip() { crictl inspectp "$1" | jq -r '.status.network.ip'; }
+pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
+
+check_pod_ip() { # id [subnet]
+	local ip ns subnet=${2:-$SUBNET}
+	ip=$(pod_ip "$1")
+	[[ $ip == "${subnet%.*}."* ]] || die "pod $1 has IP '$ip', not one of $subnet"
+	ns=$(pod_netns "$1")
+	[[ -n $ns && -e $ns ]] || die "pod $1: netns '$ns' missing"
+	nsenter --net="$ns" ip -4 -o addr show dev eth0 | grep -qw "inet $ip/24" ||
+		die "pod $1: $ip not configured in $ns"
+	IPS_CHECKED=$((IPS_CHECKED + 1))
+}
+
+stop_rm_pod() {
+	crictl stopp "$1" >/dev/null || die "crictl stopp $1 failed: $(crictl_err)"
+	crictl rmp "$1" >/dev/null || die "crictl rmp $1 failed: $(crictl_err)"
+}
+
+# write_conflist file name bridge subnet [extra plugin type]: bridge +
+# host-local (data dir $W/ipam), then the extra plugin if named.
+write_conflist() {
+	local extra=""
+	[[ -z ${5:-} ]] || extra=", { \"type\": \"$5\" }"
+	cat >"$1.tmp" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$2",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$3",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$W/ipam",
+        "ranges": [[{"subnet": "$4"}]]
+      }
+    }$extra
+  ]
+}
+EOF
+	mv "$1.tmp" "$1"
+}
+
+# write_fault_plugin file delfault delmsg [addfault]: a chained CNI plugin,
+# a bash script (jq is a prerequisite) named after file. It passes
+# prevResult through on ADD; its ADD fails with code 11 while addfault
+# exists (if given), its DEL with code 11 and delmsg while delfault
+# exists. It logs one line per call to $W/<name>.log: "<unix time>
+# <command> <container id> <outcome>".
+write_fault_plugin() {
+	local jqbin name=${1##*/}
+	jqbin=$(command -v jq) || die "jq missing"
+	cat >"$1" <<EOF
+#!/bin/bash
+# $name: chained CNI plugin of the e2e fault phases.
+addfault=${4:-}
+delfault=$2
+delmsg='$3'
+calllog=$W/$name.log
+jq=$jqbin
+name=$name
+EOF
+	cat >>"$1" <<'PLUGIN'
+in=$(cat)
+note() { printf '%s %s %s %s\n' "$(date +%s.%N)" "${CNI_COMMAND:-none}" "${CNI_CONTAINERID:--}" "$1" >>"$calllog"; }
+cnierr() { # code msg
+	printf '{"cniVersion":"1.0.0","code":%d,"msg":"%s"}\n' "$1" "$2"
+	note "error-$1"
+	exit 1
+}
+case ${CNI_COMMAND:-} in
+ADD)
+	[[ -n $addfault && -e $addfault ]] && cnierr 11 "add fault"
+	out=$("$jq" -ce 'if .prevResult then .prevResult + {cniVersion: .cniVersion} else error("no prevResult") end' <<<"$in" 2>/dev/null) ||
+		cnierr 7 "$name: no prevResult on stdin"
+	printf '%s\n' "$out"
+	note ok
+	;;
+DEL)
+	[[ -e $delfault ]] && cnierr 11 "$delmsg"
+	note ok
+	;;
+CHECK | STATUS | GC)
+	note ok
+	;;
+VERSION)
+	echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}'
+	note ok
+	;;
+*)
+	cnierr 4 "$name: unknown CNI_COMMAND '${CNI_COMMAND:-}'"
+	;;
+esac
+PLUGIN
+	chmod +x "$1"
+	: >>"$W/$name.log"
+}
+
+# build_pause out: a static pause binary (pause() forever, _exit(0) on
+# SIGTERM and SIGINT) at out; there is no registry to pull one from.
+build_pause() {
+	cat >"$W/pause.c" <<'EOF'
+#include <signal.h>
+#include <unistd.h>
+static void bye(int s) { (void)s; _exit(0); }
+int main(void) {
+	signal(SIGTERM, bye);
+	signal(SIGINT, bye);
+	for (;;) pause();
+}
+EOF
+	gcc -static -Os -o "$1" "$W/pause.c" || die "building pause failed"
+}
+
+# reservations net: the host-local reservations (IPs) of net, one a line.
+reservations() {
+	find "$W/ipam/$1" -type f ! -name 'last_reserved_ip.*' ! -name lock -printf '%f\n' 2>/dev/null || true
+}
+
+# veths_on bridge: the names of the veths on bridge, one a line.
+veths_on() {
+	ip -o link show master "$1" 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}'
+}
+
+# net_leftovers [no-orders]: what is left, by kind, as "r v c o": host-local
+# reservations and libcni cache entries of $NET and $HNET, veths on $BRIDGE
+# and $HBRIDGE, order records of every pod run (ALL_IDS, STALE_ID; not
+# counted with no-orders); each kind is logged when not zero.
+net_leftovers() {
+	local r=0 v=0 c=0 o=0 k id net br
+	for net in "$NET" "$HNET"; do
+		k=$(reservations "$net" | wc -l)
+		((k == 0)) || log "leftover host-local reservations of $net: $(reservations "$net" | tr '\n' ' ')"
+		r=$((r + k))
+		k=$(find "$CNI_CACHE/results" -name "$net-*" 2>/dev/null | wc -l)
+		((k == 0)) || log "leftover libcni cache entries of $net: $k"
+		c=$((c + k))
+	done
+	for br in "$BRIDGE" "$HBRIDGE"; do
+		k=$(veths_on "$br" | wc -l)
+		((k == 0)) || log "leftover veths on $br: $k"
+		v=$((v + k))
+	done
+	if [[ ${1:-} != no-orders ]]; then
+		for id in "${ALL_IDS[@]}" "${STALE_ID:-}"; do
+			[[ -n $id && -e $CNI_CACHE/ocicni/attachments/$id ]] && o=$((o + 1))
+		done
+		((o == 0)) || log "leftover order records: $o"
+	fi
+	echo "$r $v $c $o"
+}
+
+# assert_clean phase: zero leftovers (count_leftovers, the harness's), or
+# the run fails; LEFTOVER_KINDS names what is counted. Does nothing in the
+# containerd control (CONTROL set), whose leftovers run_control counts.
+assert_clean() { # phase
+	[[ -z ${CONTROL:-} ]] || return 0
+	local n
+	n=$(count_leftovers)
+	LEFTOVERS=$((LEFTOVERS + n))
+	((n == 0)) || die "$1: $n leftovers"
+	log "$1: zero leftovers ($LEFTOVER_KINDS)"
+}
+
+# check_host_free: neither bridge exists yet and no host interface has an
+# address in either subnet.
+check_host_free() {
+	local br s
+	for br in "$BRIDGE" "$HBRIDGE"; do
+		ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run?)"
+	done
+	for s in "$SUBNET" "$HSUBNET"; do
+		! ip -4 -o addr show | grep -qF " ${s%.*}." ||
+			die "a host interface has an address in $s: pick another subnet (E2E_SUBNET, E2E_HEAL_SUBNET)"
+	done
+}
+
+# kill_runc_containers runc root: kills and deletes every container of
+# that runc root (cleanup).
+kill_runc_containers() {
+	local id
+	[[ -d $2 ]] || return 0
+	for id in $("$1" --root "$2" list -q 2>/dev/null); do
+		"$1" --root "$2" kill "$id" KILL 2>/dev/null
+		sleep 0.1
+		"$1" --root "$2" delete -f "$id" 2>/dev/null
+	done
+}
+
+# remove_net_state: cleanup's part after the runtime is gone: mounts
+# under $W (storage, shm, pinned namespaces), deepest first; both bridges;
+# the libcni cache entries and order records of every pod run.
+remove_net_state() {
+	local id
+	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
+	ip link del "$BRIDGE" 2>/dev/null
+	ip link del "$HBRIDGE" 2>/dev/null
+	for id in "${ALL_IDS[@]}" "${STALE_ID:-}"; do
+		[[ -n $id ]] || continue
+		rm -f "$CNI_CACHE"/results/*"$id"* "$CNI_CACHE/ocicni/attachments/$id"
+	done
+}
+
+# phase_churn: NPODS pod sandboxes, each with its own IP in its netns,
+# then stopp + rmp of all.
+phase_churn() {
+	local ids=() i id nips
+	log "phase churn: $NPODS pod sandboxes"
+	for i in $(seq 1 "$NPODS"); do
+		run_pod "churn-$i"
+		ids+=("$POD_ID")
+	done
+	for id in "${ids[@]}"; do check_pod_ip "$id"; done
+	nips=$(for id in "${ids[@]}"; do pod_ip "$id"; done | sort -u | wc -l)
+	((nips == NPODS)) || die "churn: $nips distinct IPs for $NPODS pods"
+	for id in "${ids[@]}"; do stop_rm_pod "$id"; done
+	assert_clean "churn"
+}
