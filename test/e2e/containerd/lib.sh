@@ -42,15 +42,7 @@ crictl() {
 ctr() { "$BIN/ctr" --address "$W/containerd.sock" -n k8s.io "$@"; }
 cleanup() {
 	local rc=$?
-	set +e
-	trap - EXIT INT TERM
-	[[ -n ${W:-} && -d $W ]] || exit "$rc"
-	log "cleanup (exit status $rc)"
-	if ((rc != 0)); then
-		log "last lines of crictl.log and containerd.log:"
-		tail -5 "$W/crictl.log" >&2
-		tail -30 "$W/containerd.log" >&2
-	fi
+	cleanup_begin "$rc" containerd.log 30
 	stop_containerd KILL
 	# The shims (one per pod), then the containers runc started.
 	# Their sockets under /run/containerd/s are found through the shims'
@@ -65,9 +57,7 @@ cleanup() {
 	((${#socks[@]} == 0)) || rm -f "${socks[@]}"
 	kill_runc_containers runc "$W/runc/k8s.io"
 	remove_net_state
-	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
-	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
-	exit "$rc"
+	cleanup_end "$rc"
 }
 
 start_containerd() {
@@ -290,50 +280,18 @@ phase_parallel() {
 # IPs across the restart; pods whose pause process died while containerd
 # was down are torn down by stopp/rmp after the restart.
 phase_crash() {
-	local live=() stale=() i id ip before after
-	declare -A ipof
+	local id
 	log "phase crash: 4 live + 2 stale pods, SIGKILL containerd"
-	for i in 1 2 3 4; do
-		run_pod "live-$i"
-		live+=("$POD_ID")
-	done
-	for i in 1 2; do
-		run_pod "stale-$i"
-		stale+=("$POD_ID")
-	done
-	for id in "${live[@]}" "${stale[@]}"; do
-		check_pod_ip "$id"
-		ipof[$id]=$(pod_ip "$id")
-	done
+	crash_pods
 	stop_containerd KILL
 	KILLS=$((KILLS + 1))
 	log "containerd killed with SIGKILL; killing the pause processes of the 2 stale pods"
-	for id in "${stale[@]}"; do
+	for id in "${CRASH_STALE[@]}"; do
 		runc --root "$W/runc/k8s.io" kill "$id" KILL 2>/dev/null || die "runc kill $id failed"
 	done
 	sleep 1
 	start_containerd
-	for id in "${live[@]}"; do
-		ip=$(pod_ip "$id")
-		[[ $ip == "${ipof[$id]}" ]] || die "crash: live pod $id had ${ipof[$id]}, now '$ip'"
-		check_pod_ip "$id"
-	done
-	log "crash: the 4 live pods kept their IPs and netns addresses"
-	for id in "${stale[@]}"; do
-		for i in $(seq 1 20); do
-			crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null && break
-			sleep 0.5
-		done
-		crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null ||
-			die "crash: stale pod $id is not NOTREADY after restart"
-	done
-	before=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
-	for id in "${stale[@]}"; do stop_rm_pod "$id"; done
-	after=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
-	((before - after == 2)) || die "crash: stale pods' teardown removed $((before - after)) veths, not 2"
-	log "crash: the 2 stale pods were torn down after restart"
-	for id in "${live[@]}"; do stop_rm_pod "$id"; done
-	assert_clean "crash"
+	crash_check 21
 }
 
 # phase_noconf: remove the conflist, stopp a pod: teardown must use the

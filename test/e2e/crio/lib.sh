@@ -33,24 +33,14 @@ crictl() {
 
 cleanup() {
 	local rc=$?
-	set +e
-	trap - EXIT INT TERM
-	[[ -n ${W:-} && -d $W ]] || exit "$rc"
-	log "cleanup (exit status $rc)"
-	if ((rc != 0)); then
-		log "last lines of crictl.log and crio.log:"
-		tail -5 "$W/crictl.log" >&2
-		tail -20 "$W/crio.log" >&2
-	fi
+	cleanup_begin "$rc" crio.log 20
 	stop_crio KILL
 	# Containers that conmon and runc started.
 	kill_runc_containers /usr/sbin/runc "$W/runc"
 	local pid
 	for pid in $(pgrep -f "conmon .*$W" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
 	remove_net_state
-	rm -rf "$W"
-	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
-	exit "$rc"
+	cleanup_end "$rc"
 }
 
 start_crio() {
@@ -199,26 +189,14 @@ count_leftovers() {
 # attachment of a container CRI-O never knew is collected by CRI-O's GC at
 # startup (CNIManager.doGC -> our GCWithContext).
 phase_crash() {
-	local live=() stale=() i id ip before after
+	local id i
 	log "phase crash: 4 live + 2 stale pods, SIGKILL crio"
-	for i in 1 2 3 4; do
-		run_pod "live-$i"
-		live+=("$POD_ID")
-	done
-	for i in 1 2; do
-		run_pod "stale-$i"
-		stale+=("$POD_ID")
-	done
-	declare -A ipof
-	for id in "${live[@]}" "${stale[@]}"; do
-		check_pod_ip "$id"
-		ipof[$id]=$(pod_ip "$id")
-	done
+	crash_pods
 	make_unknown_attachment
 	stop_crio KILL
 	KILLS=$((KILLS + 1))
 	log "crio killed with SIGKILL; killing the infra containers of the 2 stale pods"
-	for id in "${stale[@]}"; do
+	for id in "${CRASH_STALE[@]}"; do
 		/usr/sbin/runc --root "$W/runc" kill "$id" KILL 2>/dev/null || die "runc kill $id failed"
 	done
 	sleep 1
@@ -232,23 +210,7 @@ phase_crash() {
 		die "crash: CRI-O's GC at startup left the unknown container's attachment"
 	[[ ! -e $CNI_CACHE/ocicni/attachments/$STALE_ID ]] || die "crash: GC left the unknown container's order record"
 	log "crash: CRI-O's startup GC collected the attachment of an unknown container"
-	for id in "${live[@]}"; do
-		ip=$(pod_ip "$id")
-		[[ $ip == "${ipof[$id]}" ]] || die "crash: live pod $id had ${ipof[$id]}, now '$ip'"
-		check_pod_ip "$id"
-	done
-	log "crash: the 4 live pods kept their IPs and netns addresses"
-	for id in "${stale[@]}"; do
-		crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null ||
-			die "crash: stale pod $id is not NOTREADY after restart"
-	done
-	before=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
-	for id in "${stale[@]}"; do stop_rm_pod "$id"; done
-	after=$(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l)
-	((before - after == 2)) || die "crash: stale pods' teardown removed $((before - after)) veths, not 2"
-	log "crash: the 2 stale pods were torn down after restart"
-	for id in "${live[@]}"; do stop_rm_pod "$id"; done
-	assert_clean "crash"
+	crash_check
 }
 
 # make_unknown_attachment: ADD through libcni's cache layout for a

@@ -13,7 +13,8 @@
 #     ALL_IDS): crictl_err, pod_config, run_pod, pod_ip, pod_netns,
 #     check_pod_ip, stop_rm_pod, write_conflist, write_fault_plugin,
 #     build_pause, reservations, veths_on, net_leftovers, assert_clean,
-#     check_host_free, kill_runc_containers, remove_net_state, phase_churn
+#     check_host_free, cleanup_begin, kill_runc_containers,
+#     remove_net_state, cleanup_end, phase_churn, crash_pods, crash_check
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ocicni-e2e}
@@ -334,6 +335,30 @@ check_host_free() {
 	done
 }
 
+# cleanup_begin rc log lines: the start of an EXIT trap (after its
+# `local rc=$?`): errexit off, the traps reset; exits with rc when there is
+# no work dir; on failure shows the last lines of crictl.log and of the
+# runtime's log ($W/log, its last lines lines).
+cleanup_begin() {
+	set +e
+	trap - EXIT INT TERM
+	[[ -n ${W:-} && -d $W ]] || exit "$1"
+	log "cleanup (exit status $1)"
+	if (($1 != 0)); then
+		log "last lines of crictl.log and $2:"
+		tail -5 "$W/crictl.log" >&2
+		tail -"$3" "$W/$2" >&2
+	fi
+}
+
+# cleanup_end rc: the end of an EXIT trap: removes $W (kept with E2E_KEEP
+# set) and exits with rc.
+cleanup_end() {
+	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
+	if (($1 != 0)); then log "FAILED (see the log lines above)"; fi
+	exit "$1"
+}
+
 # kill_runc_containers runc root: kills and deletes every container of
 # that runc root (cleanup).
 kill_runc_containers() {
@@ -374,4 +399,53 @@ phase_churn() {
 	((nips == NPODS)) || die "churn: $nips distinct IPs for $NPODS pods"
 	for id in "${ids[@]}"; do stop_rm_pod "$id"; done
 	assert_clean "churn"
+}
+
+# crash_pods: the crash phase's pods before the kill: 4 live (CRASH_LIVE)
+# and 2 stale (CRASH_STALE), each IP checked and kept in CRASH_IP.
+crash_pods() {
+	local i id
+	CRASH_LIVE=() CRASH_STALE=()
+	declare -gA CRASH_IP=()
+	for i in 1 2 3 4; do
+		run_pod "live-$i"
+		CRASH_LIVE+=("$POD_ID")
+	done
+	for i in 1 2; do
+		run_pod "stale-$i"
+		CRASH_STALE+=("$POD_ID")
+	done
+	for id in "${CRASH_LIVE[@]}" "${CRASH_STALE[@]}"; do
+		check_pod_ip "$id"
+		CRASH_IP[$id]=$(pod_ip "$id")
+	done
+}
+
+# crash_check [tries]: after the restart: the live pods kept their IPs and
+# netns addresses; the stale pods are NOTREADY (asked up to tries (1)
+# times, 0.5 s apart) and their stopp/rmp removes 2 veths from $BRIDGE;
+# then stopp/rmp of the live pods and assert_clean.
+crash_check() {
+	local tries=${1:-1} i id ip before after
+	for id in "${CRASH_LIVE[@]}"; do
+		ip=$(pod_ip "$id")
+		[[ $ip == "${CRASH_IP[$id]}" ]] || die "crash: live pod $id had ${CRASH_IP[$id]}, now '$ip'"
+		check_pod_ip "$id"
+	done
+	log "crash: the 4 live pods kept their IPs and netns addresses"
+	for id in "${CRASH_STALE[@]}"; do
+		for i in $(seq 2 "$tries"); do
+			crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null && break
+			sleep 0.5
+		done
+		crictl inspectp "$id" | jq -e '.status.state == "SANDBOX_NOTREADY"' >/dev/null ||
+			die "crash: stale pod $id is not NOTREADY after restart"
+	done
+	before=$(veths_on "$BRIDGE" | wc -l)
+	for id in "${CRASH_STALE[@]}"; do stop_rm_pod "$id"; done
+	after=$(veths_on "$BRIDGE" | wc -l)
+	((before - after == 2)) || die "crash: stale pods' teardown removed $((before - after)) veths, not 2"
+	log "crash: the 2 stale pods were torn down after restart"
+	for id in "${CRASH_LIVE[@]}"; do stop_rm_pod "$id"; done
+	assert_clean "crash"
 }
