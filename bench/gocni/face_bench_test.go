@@ -269,10 +269,7 @@ func BenchmarkFaceThroughput(b *testing.B) {
 			ctx := context.Background()
 			nss := make([]string, workers)
 			for w := range nss {
-				p, err := netns.New()
-				require.NoError(b, err)
-				nss[w] = p
-				b.Cleanup(func() { _ = netns.Remove(p) })
+				nss[w] = testenv.NewNS(b)
 			}
 			round := func(name string, r int) time.Duration {
 				s := e.sides[name]

@@ -197,10 +197,7 @@ func BenchmarkThroughput(b *testing.B) {
 			ctx := context.Background()
 			nss := make([]string, workers)
 			for w := range nss {
-				p, err := netns.New()
-				require.NoError(b, err)
-				nss[w] = p
-				b.Cleanup(func() { _ = netns.Remove(p) })
+				nss[w] = testenv.NewNS(b)
 			}
 			round := func(pod func(w, i int) error) time.Duration {
 				took, err := testenv.RunWorkers(workers, podsPerWorker, pod)

@@ -48,6 +48,24 @@ func requireHeldWhenReturned(t *testing.T, b *testenv.Barrier) {
 	require.NoFileExists(t, b.ReleaseFile, "the call returned while its plugin was still held")
 }
 
+// expireWhileHeld waits until the call running in done holds a plugin of
+// network at barrier b in verb, lets ctx's deadline pass, and requires the
+// call to return with the deadline's error while the plugin is still held,
+// and that plugin to be killed. It returns the call's error.
+func expireWhileHeld(t *testing.T, e *itEnv, b *testenv.Barrier, ctx *expiringCtx, done <-chan error,
+	verb, network, what string,
+) error {
+	t.Helper()
+	b.WaitEntered(t, 1)
+	plugin := heldCall(t, e, verb, network).PID
+	ctx.expire()
+	err := requireDone(t, done, what+" after its deadline")
+	requireHeldWhenReturned(t, b)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	requireGone(t, plugin, "the held "+verb+" plugin")
+	return err
+}
+
 // A teardown whose DEL hangs returns at the deadline. The held DEL's
 // attachment and every attachment whose DEL could not start after it are
 // RetryLater and stay recorded (cache entry, order record, reservation);
@@ -68,13 +86,7 @@ func TestTeardownDeadlineWhileDELHeld(t *testing.T) {
 
 	ctx := newExpiringCtx()
 	done := runAsync(func() error { return m.TearDownPodWithContext(ctx, pod) })
-	del.WaitEntered(t, 1)
-	plugin := heldCall(t, e, "DEL", "slow").PID
-	ctx.expire()
-	err := requireDone(t, done, "TearDownPod after its deadline")
-	requireHeldWhenReturned(t, del)
-
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	err := expireWhileHeld(t, e, del, ctx, done, "DEL", "slow", "TearDownPod")
 	var te *TeardownError
 	require.ErrorAs(t, err, &te)
 	failures := te.Failures()
@@ -84,7 +96,6 @@ func TestTeardownDeadlineWhileDELHeld(t *testing.T) {
 		assert.Equal(t, RetryLater, failures[i].Class, network)
 		require.ErrorIs(t, failures[i].Err, context.DeadlineExceeded, network)
 	}
-	requireGone(t, plugin, "the held DEL plugin")
 	assert.Equal(t, []string{"slow"}, e.networksFor("DEL", pod.ID), "no DEL started after the deadline")
 
 	// Nothing is lost: both attachments stay recorded.
@@ -121,18 +132,11 @@ func TestPodStatusDeadlineWhileCHECKHeld(t *testing.T) {
 		_, err := m.GetPodNetworkStatusWithContext(ctx, pod)
 		return err
 	})
-	check.WaitEntered(t, 1)
-	plugin := heldCall(t, e, "CHECK", "slow").PID
-	ctx.expire()
-	err := requireDone(t, done, "GetPodNetworkStatus after its deadline")
-	requireHeldWhenReturned(t, check)
-
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	err := expireWhileHeld(t, e, check, ctx, done, "CHECK", "slow", "GetPodNetworkStatus")
 	var ne *NetworkError
 	require.ErrorAs(t, err, &ne)
 	assert.Equal(t, "slow", ne.Network)
 	assert.Equal(t, "CHECK", ne.Verb)
-	requireGone(t, plugin, "the held CHECK plugin")
 
 	assert.Len(t, e.cacheFiles(), 1, "cache entry")
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "slow"), 1)
@@ -158,18 +162,11 @@ func TestStatusDeadlineWhileSTATUSHeld(t *testing.T) {
 
 	ctx := newExpiringCtx()
 	done := runAsync(func() error { return m.StatusWithContext(ctx) })
-	status.WaitEntered(t, 1)
-	plugin := heldCall(t, e, "STATUS", "slow").PID
-	ctx.expire()
-	err := requireDone(t, done, "Status after its deadline")
-	requireHeldWhenReturned(t, status)
-
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	err := expireWhileHeld(t, e, status, ctx, done, "STATUS", "slow", "Status")
 	var ne *NetworkError
 	require.ErrorAs(t, err, &ne)
 	assert.Equal(t, "slow", ne.Network)
 	assert.Equal(t, "STATUS", ne.Verb)
-	requireGone(t, plugin, "the held STATUS plugin")
 
 	status.Release(t)
 	require.NoError(t, m.StatusWithContext(e.ctx()))
