@@ -189,9 +189,10 @@ func (w *watcher) wanted() map[string]bool {
 			w.subDirs[sub] = true
 		}
 	}
+	var watched []os.FileInfo // the wanted dirs, stat'ed once, when a link needs them
 	for _, de := range des {
 		if de.Type()&fs.ModeSymlink != 0 && slices.Contains(confExtensions, filepath.Ext(de.Name())) {
-			w.watchTarget(filepath.Join(w.confDir, de.Name()), want)
+			w.watchTarget(filepath.Join(w.confDir, de.Name()), want, &watched)
 		}
 	}
 	return want
@@ -201,8 +202,9 @@ func (w *watcher) wanted() map[string]bool {
 // config link leads to, so that a change of that file (written in place,
 // or replaced by a rename in its directory) is an event, and records the
 // file in linkTargets. A directory already watched (the conf dir, one of
-// its sub-folders, under another path) is not added twice.
-func (w *watcher) watchTarget(link string, want map[string]bool) {
+// its sub-folders, under another path) is not added twice; watched holds
+// the wanted dirs' file infos, made at the first call that needs them.
+func (w *watcher) watchTarget(link string, want map[string]bool, watched *[]os.FileInfo) {
 	t, err := filepath.EvalSymlinks(link)
 	if err != nil {
 		return // dangling: the load skips it; its link's events still count
@@ -216,12 +218,21 @@ func (w *watcher) watchTarget(link string, want map[string]bool) {
 	if err != nil {
 		return
 	}
-	for have := range want {
-		if hfi, err := os.Stat(have); err == nil && os.SameFile(fi, hfi) {
+	if *watched == nil {
+		*watched = []os.FileInfo{}
+		for have := range want {
+			if hfi, err := os.Stat(have); err == nil {
+				*watched = append(*watched, hfi)
+			}
+		}
+	}
+	for _, hfi := range *watched {
+		if os.SameFile(fi, hfi) {
 			return
 		}
 	}
 	want[d] = true
+	*watched = append(*watched, fi)
 }
 
 // relevant reports whether an event concerns a target dir or its content,
