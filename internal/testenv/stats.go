@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -61,4 +62,32 @@ func Within(tb testing.TB, d time.Duration, what string, f func()) {
 	case <-time.After(d):
 		tb.Fatalf("testenv: %s did not return within %v", what, d)
 	}
+}
+
+// CPUTime is the CPU time (user and system) this process has used, and
+// that of its children that have been waited for: the plugins, once
+// their runs returned.
+type CPUTime struct{ Self, Children time.Duration }
+
+// CPUNow returns the CPU time used so far. The benchmarks report the
+// difference over a run per pod, which tells the manager's own CPU from
+// its plugins' when the machine's cores are all busy.
+func CPUNow(tb testing.TB) CPUTime {
+	tb.Helper()
+	var self, children syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	sum := func(r *syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return CPUTime{Self: sum(&self), Children: sum(&children)}
+}
+
+// Sub returns the CPU time used between o and t.
+func (t CPUTime) Sub(o CPUTime) CPUTime {
+	return CPUTime{Self: t.Self - o.Self, Children: t.Children - o.Children}
 }

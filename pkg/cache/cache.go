@@ -25,7 +25,8 @@ const MaxFileSize = 4 << 20
 // file system.
 type Cache struct {
 	dir    string
-	spares *spares // nil in the zero Cache, which reuses no record
+	spares *spares      // nil in the zero Cache, which reuses no record
+	warm   *warmConfigs // nil in the zero Cache, which keeps no unlinked config
 
 	indexMu sync.Mutex
 	index   *nameIndex // nil: ForContainer lists the results directory
@@ -80,7 +81,7 @@ func New(dir string) *Cache {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	return &Cache{dir: filepath.Clean(dir), spares: newSpares()}
+	return &Cache{dir: filepath.Clean(dir), spares: newSpares(), warm: newWarmConfigs()}
 }
 
 // Dir returns the cache directory. The zero Cache uses [libcni.CacheDir].

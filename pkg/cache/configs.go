@@ -78,6 +78,7 @@ func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
 		return "", err
 	}
 	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
+	c.warm.touch(digest)
 	// Linking first costs one system call when the copy exists, as it
 	// does for every pod but the first of a config. The copy may also go
 	// between its write and the link: then it is written again, once.
@@ -144,8 +145,11 @@ func readConfigFile(path, digest string) ([]byte, error) {
 
 // ReleaseConfigs removes the links of container id's record to the saved
 // configs of digests (those it no longer uses, or all of them when the
-// record goes), and each shared copy that no record links any more. Empty
-// digests are skipped. It returns the first failure and goes on past it.
+// record goes), and each shared copy that no record links any more, except
+// the copies of the 16 configs this Cache saved last, which it keeps for
+// the next setup to link (see [Cache.ListConfigs] for their removal).
+// Empty digests are skipped. It returns the first failure and goes on
+// past it.
 func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
 	var errs []error
 	for _, d := range digests {
@@ -159,6 +163,9 @@ func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
 		}
 		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
+			continue
+		}
+		if c.warm.has(d) {
 			continue
 		}
 		path, _ := c.configPath(d)
@@ -196,37 +203,69 @@ type SavedConfig struct {
 // copies are stat'ed (there is a link per record). A missing directory
 // yields nothing. Temporary files are skipped.
 func (c *Cache) ListConfigs() ([]SavedConfig, error) {
-	var out []SavedConfig
-	for _, dir := range []string{c.ConfigsDir(), c.OrdersDir()} {
-		des, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cache: list configs: %w", err)
-		}
-		for _, de := range des {
-			sc, ok := savedConfigOf(dir == c.OrdersDir(), de.Name())
-			if !ok || !de.Type().IsRegular() {
-				continue
-			}
-			sc.Path = filepath.Join(dir, de.Name())
-			if sc.ContainerID != "" {
-				out = append(out, sc)
-				continue
-			}
-			fi, err := de.Info()
-			if err != nil {
-				continue // removed since the listing
-			}
-			sc.Links, sc.Changed, _ = fsutil.Links(fi)
-			if sc.Changed.IsZero() {
-				sc.Changed = fi.ModTime()
-			}
-			out = append(out, sc)
+	_, saved, err := c.ListOrdersAndConfigs()
+	return saved, err
+}
+
+// ListOrdersAndConfigs returns what [Cache.ListOrders] and
+// [Cache.ListConfigs] return, listing the directory of the order records,
+// which also holds their links to the saved configs, once instead of
+// twice: a node holds a record and a link per sandbox.
+func (c *Cache) ListOrdersAndConfigs() (ids []string, saved []SavedConfig, err error) {
+	copies, err := readDirIfExists(c.ConfigsDir())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cache: list configs: %w", err)
+	}
+	orders, err := readDirIfExists(c.OrdersDir())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cache: list orders: %w", err)
+	}
+	for _, de := range copies {
+		if sc, ok := sharedCopyOf(c.ConfigsDir(), de); ok {
+			saved = append(saved, sc)
 		}
 	}
-	return out, nil
+	for _, de := range orders {
+		if id, ok := orderIDOf(de); ok {
+			ids = append(ids, id)
+			continue
+		}
+		if sc, ok := savedConfigOf(true, de.Name()); ok && de.Type().IsRegular() {
+			sc.Path = filepath.Join(c.OrdersDir(), de.Name())
+			saved = append(saved, sc)
+		}
+	}
+	return ids, saved, nil
+}
+
+// readDirIfExists is os.ReadDir, sorted by name, with nothing for a
+// missing directory.
+func readDirIfExists(dir string) ([]os.DirEntry, error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return des, err
+}
+
+// sharedCopyOf describes the shared copy de of ConfigsDir dir, stat'ed
+// for its links and change time; false for any other file, or one
+// removed since the listing.
+func sharedCopyOf(dir string, de os.DirEntry) (SavedConfig, bool) {
+	sc, ok := savedConfigOf(false, de.Name())
+	if !ok || !de.Type().IsRegular() {
+		return sc, false
+	}
+	sc.Path = filepath.Join(dir, de.Name())
+	fi, err := de.Info()
+	if err != nil {
+		return sc, false // removed since the listing
+	}
+	sc.Links, sc.Changed, _ = fsutil.Links(fi)
+	if sc.Changed.IsZero() {
+		sc.Changed = fi.ModTime()
+	}
+	return sc, true
 }
 
 // savedConfigOf parses a file name of ConfigsDir (a hex digest) or of

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -82,25 +83,60 @@ func TestSaveConfig(t *testing.T) {
 	_, err = c.ReadConfig("pod1", digest)
 	require.ErrorIs(t, err, ErrCorruptEntry)
 
-	// Released by every record, the config is gone.
+	// Released by every record, the config stays for the next setup of
+	// the Cache that saved it last, unlinked.
 	require.NoError(t, c.ReleaseConfigs("pod1", digest, ""))
 	_, err = c.SaveConfig("pod3", conf) // writes the shared copy again, and links it
 	require.NoError(t, err)
 	require.NoError(t, c.ReleaseConfigs("pod2", digest))
-	_, err = os.Stat(shared)
-	require.NoError(t, err, "pod3 still uses it")
 	require.NoError(t, c.ReleaseConfigs("pod3", digest))
 	list, err = c.ListConfigs()
 	require.NoError(t, err)
+	require.Len(t, list, 1, "the shared copy, which no record links")
+	assert.Equal(t, shared, list[0].Path)
+	assert.Equal(t, uint64(1), list[0].Links)
+	_, err = c.SaveConfig("pod4", conf) // links the copy kept
+	require.NoError(t, err)
+
+	// Another Cache on the dir (the runtime restarted) removes the copy
+	// with the last link.
+	other := New(c.Dir())
+	require.NoError(t, other.ReleaseConfigs("pod4", digest))
+	list, err = c.ListConfigs()
+	require.NoError(t, err)
 	assert.Empty(t, list)
-	_, err = c.ReadConfig("pod3", digest)
+	_, err = c.ReadConfig("pod4", digest)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	require.NoError(t, c.ReleaseConfigs("pod3", digest), "absent is fine")
+	require.NoError(t, other.ReleaseConfigs("pod4", digest), "absent is fine")
 
 	_, err = c.ReadConfig("pod1", "sha256:nope")
 	require.ErrorIs(t, err, ErrInvalidName)
 	_, err = c.SaveConfig("../x", conf)
 	require.ErrorIs(t, err, ErrInvalidName)
+}
+
+// A Cache keeps the shared copies of the 16 configs it saved last when
+// their last link goes, and removes the others'.
+func TestReleaseConfigsKeepsRecentOnes(t *testing.T) {
+	c := New(filepath.Join(t.TempDir(), "cni"))
+	var digests []string
+	for i := range maxWarmConfigs + 2 {
+		d, err := c.SaveConfig("pod", []byte(fmt.Sprintf(`{"n":%d}`, i)))
+		require.NoError(t, err)
+		digests = append(digests, d)
+	}
+	_, err := c.SaveConfig("pod", []byte(`{"n":1}`)) // the second is recent again
+	require.NoError(t, err)
+	require.NoError(t, c.ReleaseConfigs("pod", digests...))
+	list, err := c.ListConfigs()
+	require.NoError(t, err)
+	var kept []string
+	for _, sc := range list {
+		require.Empty(t, sc.ContainerID, "no link is left")
+		kept = append(kept, sc.Digest)
+	}
+	want := append([]string{digests[1]}, digests[3:]...)
+	assert.ElementsMatch(t, want, kept, "the first and the third went: the second was saved again")
 }
 
 // RemoveSavedConfig removes what ListConfigs listed, and nothing else.
@@ -183,6 +219,9 @@ func TestRemoveStrays(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(c.OrdersDir(), ".tmp-abc"), nil, 0o600))
 
+	// The setup was killed: a Cache of the next process removes its
+	// strays.
+	c = New(c.Dir())
 	require.NoError(t, c.RemoveStrays("abc"))
 	_, err = c.ReadConfig("abc", mine)
 	require.ErrorIs(t, err, fs.ErrNotExist, "its own config went with its links")
@@ -201,4 +240,36 @@ func TestRemoveStrays(t *testing.T) {
 	// RemoveOrder takes an interrupted write's temporary file along.
 	require.NoError(t, c.RemoveOrder("abc-1"))
 	assert.NoFileExists(t, filepath.Join(c.OrdersDir(), ".tmp-abc-1"))
+}
+
+// ListOrdersAndConfigs returns what ListOrders and ListConfigs return,
+// from one listing of the records' directory.
+func TestListOrdersAndConfigs(t *testing.T) {
+	c := New(filepath.Join(t.TempDir(), "cni"))
+	ids, saved, err := c.ListOrdersAndConfigs()
+	require.NoError(t, err, "no directory yet")
+	assert.Empty(t, ids)
+	assert.Empty(t, saved)
+
+	for _, id := range []string{"b", "a", "c"} {
+		d, err := c.SaveConfig(id, []byte(`{"id":"`+id+`"}`))
+		require.NoError(t, err)
+		_, err = c.SaveConfig(id, []byte(`{}`))
+		require.NoError(t, err)
+		require.NoError(t, c.WriteOrder(id, []Attachment{{Network: "n", IfName: "eth0", Config: d}}))
+	}
+	require.NoError(t, c.RemoveOrder("c")) // retired: a spare, not a record
+	_, err = c.SaveConfig("orphan", []byte(`{}`))
+	require.NoError(t, err)
+
+	ids, saved, err = c.ListOrdersAndConfigs()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, ids)
+	wantIDs, err := c.ListOrders()
+	require.NoError(t, err)
+	assert.Equal(t, wantIDs, ids)
+	wantSaved, err := c.ListConfigs()
+	require.NoError(t, err)
+	assert.Equal(t, wantSaved, saved)
+	assert.Len(t, saved, 4+7, "4 shared copies, and 7 links")
 }

@@ -88,8 +88,10 @@
 // reads a record's link (else the shared copy) and checks the content
 // against the digest. [Cache.ReleaseConfigs] removes a record's links and
 // each shared copy no record links any more, so the configs go with the
-// records; [Cache.ListConfigs] and [Cache.RemoveSavedConfig] let a
-// garbage collector remove what a crash left.
+// records, except the copies of the few configs the Cache saved last,
+// which the next setup links instead of writing them again;
+// [Cache.ListConfigs] and [Cache.RemoveSavedConfig] let a garbage
+// collector remove those and what a crash left.
 //
 // # Concurrency
 //

@@ -238,19 +238,26 @@ func (c *Cache) RemoveOrder(id string) error {
 // A missing directory yields (nil, nil). Temporary files of an interrupted
 // [Cache.WriteOrder], and retired records kept for reuse, are skipped.
 func (c *Cache) ListOrders() ([]string, error) {
-	des, err := os.ReadDir(c.OrdersDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	des, err := readDirIfExists(c.OrdersDir())
 	if err != nil {
 		return nil, fmt.Errorf("cache: list orders: %w", err)
 	}
 	var ids []string
 	for _, de := range des {
-		if de.IsDir() || strings.HasPrefix(de.Name(), ".") {
-			continue
+		if id, ok := orderIDOf(de); ok {
+			ids = append(ids, id)
 		}
-		ids = append(ids, de.Name())
 	}
 	return ids, nil
+}
+
+// orderIDOf returns the container ID of de, a file of [Cache.OrdersDir],
+// when it is an order record: not a directory, and not a temporary file,
+// a retired record or a link to a saved config (their names start with
+// a dot, which no container ID does).
+func orderIDOf(de os.DirEntry) (string, bool) {
+	if de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+		return "", false
+	}
+	return de.Name(), true
 }

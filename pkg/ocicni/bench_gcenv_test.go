@@ -30,7 +30,7 @@ const (
 	gcBenchSetupWorkers = 2
 	// gcBenchBaseline is how many setups each worker times without GC,
 	// half before GC and half after, so that the machine's drift cancels.
-	gcBenchBaseline = 20
+	gcBenchBaseline = 100
 )
 
 // gcBenchNet is a network of synthetic attachments. No ADD ever runs on

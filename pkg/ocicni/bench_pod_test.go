@@ -183,69 +183,90 @@ func BenchmarkPodVsLibcni(b *testing.B) {
 }
 
 // BenchmarkThroughput runs pod setup+teardown from 1, 2 and 8 workers, as
-// a runtime does under load, through raw libcni and through the manager on
-// the same config. Every iteration runs one round of each side, in
-// alternating order, of podsPerWorker pods per worker; it reports pods per
-// second of each side over all rounds, their ratio (total-ratio), and the
-// median of the rounds' ratios (throughput-ratio); for both, manager over
-// libcni, higher is better.
+// a runtime does under load, on 1 and 3 bridge networks, through raw
+// libcni and through the manager on the same configs. Every iteration runs
+// one round of each side, in alternating order, of podsPerWorker pods per
+// worker; it reports pods per second of each side over all rounds, their
+// ratio (total-ratio), and the median of the rounds' ratios
+// (throughput-ratio); for both, manager over libcni, higher is better. It
+// also reports each side's CPU time per pod, its own and its plugins'.
 func BenchmarkThroughput(b *testing.B) {
-	const podsPerWorker = 3
-	for _, workers := range []int{1, 2, 8} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			e := newPodEnv(b, 1)
-			ctx := context.Background()
-			nss := make([]string, workers)
-			for w := range nss {
-				nss[w] = testenv.NewNS(b)
-			}
-			round := func(pod func(w, i int) error) time.Duration {
-				took, err := testenv.RunWorkers(workers, podsPerWorker, pod)
-				require.NoError(b, err)
-				return took
-			}
-			rawPod := func(r int) func(w, i int) error {
-				return func(w, i int) error {
-					rts := e.raw.rts(fmt.Sprintf("raw%d-%d-%d", r, w, i), nss[w])
-					if err := e.raw.setUp(ctx, rts); err != nil {
-						return err
-					}
-					return e.raw.tearDown(ctx, rts)
-				}
-			}
-			mgrPod := func(r int) func(w, i int) error {
-				return func(w, i int) error {
-					pod := e.pod(fmt.Sprintf("mgr%d-%d-%d", r, w, i), nss[w])
-					if _, err := e.m.SetUpPodWithContext(ctx, pod); err != nil {
-						return err
-					}
-					return e.m.TearDownPodWithContext(ctx, pod)
-				}
-			}
-			var rawTotal, mgrTotal time.Duration
-			var ratios []float64
-			rounds := 0
-			for ; b.Loop(); rounds++ {
-				var r, m time.Duration
-				if rounds%2 == 0 {
-					r = round(rawPod(rounds))
-					m = round(mgrPod(rounds))
-				} else {
-					m = round(mgrPod(rounds))
-					r = round(rawPod(rounds))
-				}
-				rawTotal, mgrTotal = rawTotal+r, mgrTotal+m
-				ratios = append(ratios, float64(r)/float64(m))
-			}
-			pods := float64(rounds * workers * podsPerWorker)
-			b.ReportMetric(pods/rawTotal.Seconds(), "libcni-pods/s")
-			b.ReportMetric(pods/mgrTotal.Seconds(), "ocicni-pods/s")
-			b.ReportMetric(float64(rawTotal)/float64(mgrTotal), "total-ratio")
-			// The median of the paired rounds' ratios, which one slow
-			// round (a loaded machine) does not move.
-			b.ReportMetric(testenv.Quantile(ratios, 0.5), "throughput-ratio")
-		})
+	for _, networks := range []int{1, 3} {
+		for _, workers := range []int{1, 2, 8} {
+			b.Run(fmt.Sprintf("networks=%d/workers=%d", networks, workers), func(b *testing.B) {
+				benchThroughput(b, networks, workers)
+			})
+		}
 	}
+}
+
+func benchThroughput(b *testing.B, networks, workers int) {
+	b.Helper()
+	const podsPerWorker = 3
+	e := newPodEnv(b, networks)
+	ctx := context.Background()
+	nss := make([]string, workers)
+	for w := range nss {
+		nss[w] = testenv.NewNS(b)
+	}
+	// round runs one round of a side and returns how long it took and
+	// the CPU time it used.
+	round := func(pod func(w, i int) error) (time.Duration, testenv.CPUTime) {
+		cpu := testenv.CPUNow(b)
+		took, err := testenv.RunWorkers(workers, podsPerWorker, pod)
+		require.NoError(b, err)
+		return took, testenv.CPUNow(b).Sub(cpu)
+	}
+	rawPod := func(r int) func(w, i int) error {
+		return func(w, i int) error {
+			rts := e.raw.rts(fmt.Sprintf("raw%d-%d-%d", r, w, i), nss[w])
+			if err := e.raw.setUp(ctx, rts); err != nil {
+				return err
+			}
+			return e.raw.tearDown(ctx, rts)
+		}
+	}
+	mgrPod := func(r int) func(w, i int) error {
+		return func(w, i int) error {
+			pod := e.pod(fmt.Sprintf("mgr%d-%d-%d", r, w, i), nss[w])
+			if _, err := e.m.SetUpPodWithContext(ctx, pod); err != nil {
+				return err
+			}
+			return e.m.TearDownPodWithContext(ctx, pod)
+		}
+	}
+	var rawTotal, mgrTotal time.Duration
+	var rawCPU, mgrCPU testenv.CPUTime
+	var ratios []float64
+	rounds := 0
+	for ; b.Loop(); rounds++ {
+		var r, m time.Duration
+		var rc, mc testenv.CPUTime
+		if rounds%2 == 0 {
+			r, rc = round(rawPod(rounds))
+			m, mc = round(mgrPod(rounds))
+		} else {
+			m, mc = round(mgrPod(rounds))
+			r, rc = round(rawPod(rounds))
+		}
+		rawTotal, mgrTotal = rawTotal+r, mgrTotal+m
+		rawCPU.Self, rawCPU.Children = rawCPU.Self+rc.Self, rawCPU.Children+rc.Children
+		mgrCPU.Self, mgrCPU.Children = mgrCPU.Self+mc.Self, mgrCPU.Children+mc.Children
+		ratios = append(ratios, float64(r)/float64(m))
+	}
+	pods := float64(rounds * workers * podsPerWorker)
+	b.ReportMetric(pods/rawTotal.Seconds(), "libcni-pods/s")
+	b.ReportMetric(pods/mgrTotal.Seconds(), "ocicni-pods/s")
+	b.ReportMetric(float64(rawTotal)/float64(mgrTotal), "total-ratio")
+	// The median of the paired rounds' ratios, which one slow
+	// round (a loaded machine) does not move.
+	b.ReportMetric(testenv.Quantile(ratios, 0.5), "throughput-ratio")
+	// CPU per pod: the process's own (libcni's work, and the
+	// manager's on top of it) and its plugins'.
+	b.ReportMetric(testenv.Millis(rawCPU.Self)/pods, "libcni-cpu-ms/pod")
+	b.ReportMetric(testenv.Millis(mgrCPU.Self)/pods, "ocicni-cpu-ms/pod")
+	b.ReportMetric(testenv.Millis(rawCPU.Children)/pods, "libcni-plugins-cpu-ms/pod")
+	b.ReportMetric(testenv.Millis(mgrCPU.Children)/pods, "ocicni-plugins-cpu-ms/pod")
 }
 
 // BenchmarkTeardownFailingMiddle tears down pods on three networks, the

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // savedConfigGrace is how recently a shared copy of a saved config must
@@ -14,28 +12,23 @@ import (
 // possibly after GC read the records.
 const savedConfigGrace = 10 * time.Minute
 
-// sweepConfigs lists the saved configs and the records' links to them,
-// and removes the shared copies that no record links or uses (a crash
-// between saving a config and writing its record, or links lost with a
-// power loss) once they are older than [savedConfigGrace]. Links whose
-// record is gone are removed with their container, under its lock (see
-// [Manager.deleteStaleContainer]). recs holds the records GC read. It
-// returns the listing; failures are logged: a file left behind costs only
-// disk space until the next GC.
-func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) []cache.SavedConfig {
-	saved, err := m.cache.ListConfigs()
-	if err != nil {
-		log.WithError(err).Warn("Cannot list saved configs")
-		return nil
-	}
+// sweepConfigs removes the shared copies of saved configs that no record
+// links or uses (a crash between saving a config and writing its record,
+// links lost with a power loss, or the copies a Cache keeps for its next
+// setups) once they are older than [savedConfigGrace]. Links whose record
+// is gone are removed with their container, under its lock (see
+// [Manager.deleteStaleContainer]). recs holds the records GC read and the
+// saved configs listed with them. Failures are logged: a file left behind
+// costs only disk space until the next GC.
+func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) {
 	used := map[string]bool{}
 	for _, record := range recs.byID {
 		for _, a := range record {
 			used[a.Config] = true
 		}
 	}
-	cutoff := time.Now().Add(-savedConfigGrace)
-	for _, sc := range saved {
+	cutoff := time.Now().Add(-m.opts.configGrace)
+	for _, sc := range recs.saved {
 		if sc.ContainerID != "" || sc.Links != 1 || used[sc.Digest] || sc.Changed.After(cutoff) {
 			continue
 		}
@@ -45,5 +38,4 @@ func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) []cache.SavedCo
 			log.WithFields(logrus.Fields{"config": sc.Digest, "file": sc.Path}).Debug("Removed an unused saved config")
 		}
 	}
-	return saved
 }

@@ -77,6 +77,9 @@ func (v *validSet) addAll(id string, inv *inventory) {
 type records struct {
 	byID    map[string][]cache.Attachment
 	corrupt map[string]error // unreadable records, by container ID
+	// saved are the shared copies of the saved configs and the records'
+	// links to them, listed with the records.
+	saved []cache.SavedConfig
 }
 
 // planGC lists the cache once, reads the order records once, and plans
@@ -94,7 +97,8 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	}
 	var saved []cache.SavedConfig
 	if len(errs) == 0 {
-		saved = m.sweepConfigs(recs, log)
+		saved = recs.saved
+		m.sweepConfigs(recs, log)
 	}
 	g := &gcPlan{recs: recs, byID: make(map[string][]*cache.Entry, len(listing.Entries))}
 	for _, e := range listing.Entries {
@@ -210,16 +214,18 @@ func (s *staleSet) container(id string) *staleContainer {
 	return sc
 }
 
-// readRecords reads every order record. A listing failure is returned;
-// unreadable records are kept in corrupt (and reported once: they are not
-// errors of this GC, but they cannot guide it). A record removed since the
-// listing is skipped.
+// readRecords reads every order record, and lists the saved configs with
+// them (one listing of the records' directory). A listing failure is
+// returned; unreadable records are kept in corrupt (and reported once:
+// they are not errors of this GC, but they cannot guide it). A record
+// removed since the listing is skipped.
 func (m *Manager) readRecords() (*records, []error) {
 	recs := &records{byID: map[string][]cache.Attachment{}, corrupt: map[string]error{}}
-	ids, err := m.cache.ListOrders()
+	ids, saved, err := m.cache.ListOrdersAndConfigs()
 	if err != nil {
 		return recs, []error{err}
 	}
+	recs.saved = saved
 	for _, id := range ids {
 		atts, err := m.cache.ReadOrder(id)
 		switch {

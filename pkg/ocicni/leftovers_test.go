@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,12 @@ type leftovers struct {
 	OrderRecords []string
 	// OtherCacheFiles are any other files under the cache dir.
 	OtherCacheFiles []string
+	// KeptConfigs are shared copies of saved configs that no record
+	// links (a link left would be among OrderRecords): a Cache keeps the
+	// 16 it saved last for its next setups, and GC removes them once they
+	// are 10 minutes old. Not leftovers of a pod; requireNoLeftovers
+	// bounds them.
+	KeptConfigs []string
 	// Processes are plugin processes (binaries of the plugin dir) that
 	// are still running.
 	Processes []string
@@ -179,6 +186,7 @@ func (e *itEnv) scanCache(l *leftovers) {
 	e.t.Helper()
 	results := filepath.Join(e.cacheDir, "results")
 	orders := filepath.Join(e.cacheDir, "ocicni", "attachments")
+	configs := filepath.Join(e.cacheDir, "ocicni", "configs")
 	err := filepath.WalkDir(e.cacheDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -189,6 +197,12 @@ func (e *itEnv) scanCache(l *leftovers) {
 		case orders:
 			if !cache.IsSpareFile(d.Name()) { // kept for reuse, bounded: not a pod's
 				l.OrderRecords = append(l.OrderRecords, d.Name())
+			}
+		case configs:
+			if fi, err := d.Info(); err == nil && fi.Sys().(*syscall.Stat_t).Nlink == 1 {
+				l.KeptConfigs = append(l.KeptConfigs, d.Name())
+			} else {
+				l.OtherCacheFiles = append(l.OtherCacheFiles, path)
 			}
 		default:
 			l.OtherCacheFiles = append(l.OtherCacheFiles, path)
@@ -255,5 +269,7 @@ func (e *itEnv) requireNoLeftovers(networks map[string]testenv.Net, netnsPaths [
 	}
 	l := e.scanLeftovers(networks, netnsPaths)
 	assert.Zero(e.t, l.count(), "leftovers: %s", l)
+	// One copy per distinct config, and no Cache keeps more than 16.
+	assert.LessOrEqual(e.t, len(l.KeptConfigs), 16, "saved configs kept: %v", l.KeptConfigs)
 	return l
 }

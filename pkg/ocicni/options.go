@@ -66,6 +66,7 @@ type options struct {
 	heal            HealPolicy
 	versionWait     time.Duration // see netconf.Config; tests shorten it
 	versionTimeout  time.Duration // see netconf.Config; tests shorten it
+	configGrace     time.Duration // see savedConfigGrace; tests shorten it
 }
 
 func defaultOptions() options {
@@ -81,6 +82,7 @@ func defaultOptions() options {
 		heal:            defaultHealPolicy(),
 		versionWait:     netconf.DefaultVersionWait,
 		versionTimeout:  netconf.DefaultVersionTimeout,
+		configGrace:     savedConfigGrace,
 	}
 }
 
