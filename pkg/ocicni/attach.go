@@ -140,20 +140,21 @@ type setupHold struct {
 }
 
 // attach brings up lo, records the attachments durably and runs every
-// ADD, holding the pod's lock. After a failed ADD it rolls back (see
-// [Manager.failSetup]); when the caller's context ends before the
-// rollback does, the rollback goes on in the background, keeps holding
-// the pod's lock (hold, which it then releases) and the returned
-// *SetupError matches ErrRollbackPending. In every other case the caller
-// releases.
+// ADD, holding the pod's lock. lo and the record are done while the first
+// plugin starts, which no plugin's config reaches before they are (see
+// addGate). After a failed ADD it rolls back (see [Manager.failSetup]);
+// when the caller's context ends before the rollback does, the rollback
+// goes on in the background, keeps holding the pod's lock (hold, which it
+// then releases) and the returned *SetupError matches ErrRollbackPending.
+// In every other case the caller releases.
 func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, hold *setupHold) ([]NetResult, error) {
-	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
-		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
-	}
-	order, err := m.recordSetup(pod, plans, log)
-	if err != nil {
-		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
-	}
+	gate := newAddGate()
+	var order []cache.Attachment
+	go func(ctx context.Context) {
+		var err error
+		order, err = m.prepareSetup(ctx, pod, plans, log)
+		gate.release(err)
+	}(ctx)
 
 	ctx = withReason(ctx, reasonSetup)
 	results := make([]NetResult, 0, len(plans))
@@ -161,7 +162,18 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 		if debugEnabled(log) {
 			planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
 		}
-		res, err := m.cni.AddNetworkList(ctx, p.list, p.rt)
+		actx := withNetwork(ctx, p.list.Name)
+		if i == 0 {
+			actx = withAddGate(actx, gate)
+		}
+		res, err := m.cni.AddNetworkList(actx, p.list, p.rt)
+		if i == 0 {
+			// Nothing is attached unless lo is up and the record written;
+			// the work is bounded, so it is waited for whatever ctx does.
+			if gerr := gate.wait(context.Background()); gerr != nil {
+				return nil, gerr
+			}
+		}
 		if err == nil {
 			results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})
 			continue
@@ -171,6 +183,20 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
+}
+
+// prepareSetup brings up lo in the pod's netns and then records the
+// attachments (see [Manager.recordSetup]): what must be done before any
+// plugin receives an ADD config. It returns the record.
+func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
+	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
+		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
+	}
+	order, err := m.recordSetup(pod, plans, log)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
+	}
+	return order, nil
 }
 
 // recordSetup saves the config of every plan and writes the sandbox's

@@ -228,13 +228,23 @@
 // saved next to the record, one copy per distinct config) to a record
 // outside libcni's results directory (see package cache). Both are
 // written durably (fsync of the file, then of the directory) before any
-// plugin runs. An attachment leaves the record only once its DEL
-// succeeded or its plugin said it is gone: after a teardown, a rollback or
-// a GC that could not delete it, it is still recorded, whether or not its
-// cache entry survived, with its retry state. The record goes when it is
-// empty; GC removes saved configs that no record uses. Teardown, healing
-// and GC read a sandbox's cache entries, record and saved configs through
-// one merge (its inventory), so they agree on which attachments it has.
+// plugin receives an ADD config. The first plugin's process starts
+// meanwhile, since starting it takes longer, and waits for its config on
+// stdin; when the record cannot be written, it is killed without having
+// read it and the setup fails with nothing attached (an executor set with
+// [WithExec] is called only once the record is written). The manager
+// keeps the shared copies of the configs it saved last when no record
+// links them any more, so that the next pod of the same config links the
+// copy instead of writing it again.
+//
+// An attachment leaves the record only once its DEL succeeded or its
+// plugin said it is gone: after a teardown, a rollback or a GC that could
+// not delete it, it is still recorded, whether or not its cache entry
+// survived, with its retry state. The record goes when it is
+// empty; GC removes saved configs that no record uses once they are 10
+// minutes old. Teardown, healing and GC read a sandbox's cache entries,
+// record and saved configs through one merge (its inventory), so they
+// agree on which attachments it has.
 //
 // # Healing
 //

@@ -23,7 +23,10 @@ import (
 //     from every bin dir wraps ErrPluginNotFound, and a plugin killed by an
 //     expired context wraps the context's error next to its own;
 //   - every run is reported to the hook of [WithPluginHook], with the
-//     reason the context carries (see withReason).
+//     reason the context carries (see withReason);
+//   - a setup's first ADD waits for its gate (see addGate): the default
+//     executor starts the plugin and holds back its stdin, any other is
+//     called once the gate is open.
 type managedExec struct {
 	inner invoke.Exec
 	env   []string   // "KEY=VALUE" pairs appended to every plugin's environment
@@ -53,14 +56,36 @@ func newDefaultExec() invoke.Exec {
 	return &defaultExec{rawExec: newRawExec(os.Stderr)}
 }
 
+// gatesStdin reports whether exec, the executor managedExec wraps, holds
+// back a plugin's stdin until its addGate opens, so that the plugin may
+// start before.
+func gatesStdin(exec invoke.Exec) bool {
+	d, ok := exec.(*defaultExec)
+	return ok && rawExecGatesStdin(d.rawExec)
+}
+
 func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if len(e.env) > 0 {
 		environ = append(append(make([]string, 0, len(environ)+len(e.env)), environ...), e.env...)
 	}
+	gate := addGateOf(ctx)
+	if gate != nil && !gatesStdin(e.inner) {
+		if err := gate.wait(ctx); err != nil {
+			return nil, err // no plugin ran
+		}
+		gate = nil
+	}
 	start := time.Now()
 	out, err := e.run(ctx, pluginPath, stdinData, environ)
+	if gate != nil && gate.wait(ctx) != nil {
+		return out, err // killed before it read its config: not a run
+	}
 	if e.hook != nil {
-		run := pluginRun(pluginPath, stdinData, environ, time.Since(start), err)
+		network, known := ctx.Value(networkKey{}).(string)
+		run := pluginRun(pluginPath, stdinData, !known, environ, time.Since(start), err)
+		if known {
+			run.Network = network
+		}
 		run.Reason, _ = ctx.Value(reasonKey{}).(string)
 		e.hook(ctx, run)
 	}
@@ -125,6 +150,15 @@ func withReason(ctx context.Context, why string) context.Context {
 	return context.WithValue(ctx, reasonKey{}, why)
 }
 
+type networkKey struct{}
+
+// withNetwork returns ctx carrying the name of the network whose list the
+// plugins run under it belong to, which libcni sets as every plugin's
+// "name": the hook reports it without decoding the plugin's stdin.
+func withNetwork(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, networkKey{}, name)
+}
+
 // PluginHook is called after every plugin run, on the goroutine that ran
 // it, with the context the plugin ran under (which carries the caller's
 // trace context). It lets a runtime export metrics or spans without this
@@ -132,7 +166,9 @@ func withReason(ctx context.Context, why string) context.Context {
 // concurrent use and must not block.
 type PluginHook func(ctx context.Context, run PluginRun)
 
-func pluginRun(pluginPath string, stdin []byte, environ []string, d time.Duration, err error) PluginRun {
+// pluginRun describes a plugin run for the hook. The network is read from
+// the config on stdin when decode is set.
+func pluginRun(pluginPath string, stdin []byte, decode bool, environ []string, d time.Duration, err error) PluginRun {
 	r := PluginRun{Plugin: filepath.Base(pluginPath), Duration: d, Err: err}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
@@ -144,6 +180,9 @@ func pluginRun(pluginPath string, stdin []byte, environ []string, d time.Duratio
 		case "CNI_IFNAME":
 			r.IfName = v
 		}
+	}
+	if !decode {
+		return r
 	}
 	var conf struct {
 		Name string `json:"name"`

@@ -19,8 +19,8 @@ import (
 // namespace that is gone.
 type NetNSOps interface {
 	// LoopbackUp sets lo up in the netns. Setup calls it before it
-	// records the attachment order or runs any ADD; an error fails the
-	// setup with nothing attached.
+	// records the attachment order, and no plugin receives an ADD config
+	// before it returned; an error fails the setup with nothing attached.
 	LoopbackUp(ctx context.Context, netnsPath string) error
 	// LoopbackCheck returns an error unless lo is up in the netns.
 	// Status calls it before it reports any network.

@@ -13,3 +13,7 @@ import (
 func newRawExec(stderr io.Writer) rawExec {
 	return &invoke.RawExec{Stderr: stderr}
 }
+
+// rawExecGatesStdin reports false: invoke.RawExec runs a plugin only once
+// its addGate is open (see managedExec).
+func rawExecGatesStdin(rawExec) bool { return false }

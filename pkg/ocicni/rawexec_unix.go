@@ -60,6 +60,10 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 			return nil, notStarted(err, pluginPath)
 		}
 		stdout, stderr, err := e.run(ctx, pluginPath, stdinData, environ)
+		var gerr *gateError
+		if errors.As(err, &gerr) {
+			return nil, gerr.err
+		}
 		if errors.Is(err, syscall.ETXTBSY) && attempt < textBusyRetries {
 			waitCtx(ctx, textBusyDelay)
 			continue
@@ -80,9 +84,19 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 // what it printed.
 func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) (stdout, stderr []byte, err error) {
 	var outBuf, errBuf bytes.Buffer
-	cmd := exec.CommandContext(ctx, pluginPath)
+	cmdCtx := ctx
+	var stdin io.Reader = bytes.NewReader(stdinData)
+	var gated *gatedStdin
+	if g := addGateOf(ctx); g != nil {
+		var kill context.CancelFunc
+		cmdCtx, kill = context.WithCancel(ctx)
+		defer kill()
+		gated = &gatedStdin{ctx: ctx, gate: g, kill: kill, stdin: stdin}
+		stdin = gated
+	}
+	cmd := exec.CommandContext(cmdCtx, pluginPath)
 	cmd.Env = environ
-	cmd.Stdin = bytes.NewReader(stdinData)
+	cmd.Stdin = stdin
 	cmd.Stdout = &outBuf
 	cmd.Stderr = &errBuf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -95,6 +109,13 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 		}
 		err = cmd.Wait()
 	}
+	if gated != nil {
+		if gerr := gated.gate.wait(ctx); gerr != nil {
+			// Killed before it read its config (or never started): the
+			// gate's error is the run's.
+			return nil, nil, &gateError{err: gerr}
+		}
+	}
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
 		// The plugin exited 0 after printing its output, but a process
 		// that it left behind held a pipe open past waitDelay. The output
@@ -102,6 +123,19 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 		err = nil
 	}
 	return outBuf.Bytes(), errBuf.Bytes(), err
+}
+
+// gateError carries the error of an addGate that opened with one to a run
+// of a plugin that was killed waiting for it.
+type gateError struct{ err error }
+
+func (e *gateError) Error() string { return e.err.Error() }
+
+// rawExecGatesStdin reports whether r holds back a plugin's stdin until
+// its addGate opens: groupExec does.
+func rawExecGatesStdin(r rawExec) bool {
+	_, ok := r.(*groupExec)
+	return ok
 }
 
 // killGroup sends SIGKILL to the process group that the plugin p leads.

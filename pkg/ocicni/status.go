@@ -135,7 +135,7 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
-			if err := m.cni.CheckNetworkList(ctx, p.list, p.rt); err != nil {
+			if err := m.cni.CheckNetworkList(withNetwork(ctx, p.list.Name), p.list, p.rt); err != nil {
 				return nil, err
 			}
 		}

@@ -122,13 +122,14 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		if p.entryPath != "" {
 			cni = m.cniNoCache
 		}
-		err := cni.DelNetworkList(ctx, p.list, p.rt)
+		pctx := withNetwork(ctx, p.list.Name)
+		err := cni.DelNetworkList(pctx, p.list, p.rt)
 		if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !m.opts.delStopAtCode3 {
 			// libcni stopped the list's DEL at the plugin that answered
 			// code 3; the plugins before it still hold what they hold.
 			plog().WithError(err).Info("A plugin reported the container unknown (code 3); " +
 				"running DEL for every plugin of the list")
-			err = m.delEachPlugin(ctx, p)
+			err = m.delEachPlugin(pctx, p)
 		}
 		o.Class, o.Err = classify(err), err
 		switch o.Class {

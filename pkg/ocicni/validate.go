@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
@@ -132,22 +133,31 @@ func checkNetNSPath(path string) error {
 	return checkPerProcessPath(path)
 }
 
-// hostNetNSPaths name the network namespaces a plugin must never be run
-// in: the calling thread's (which plugins inherit) and init's, where
-// readable. /proc/self is not used: it names the thread group leader,
-// which a program that once left a locked thread in another namespace can
-// have stranded there.
-var hostNetNSPaths = []string{"/proc/thread-self/ns/net", "/proc/1/ns/net"}
+// threadNetNSPath names the calling thread's network namespace, which
+// plugins inherit. /proc/self is not used: it names the thread group
+// leader, which a program that once left a locked thread in another
+// namespace can have stranded there.
+const threadNetNSPath = "/proc/thread-self/ns/net"
 
-// hostNetNS reports whether fi, the result of stat on a netns path, is the
-// caller's own or init's network namespace.
-func hostNetNS(fi os.FileInfo) bool {
-	for _, p := range hostNetNSPaths {
-		if hfi, err := os.Stat(p); err == nil && os.SameFile(fi, hfi) {
-			return true
-		}
+// initNetNS is init's network namespace, where readable: stat'ed once,
+// since no process changes it (nil when it cannot be read).
+var initNetNS = sync.OnceValue(func() os.FileInfo {
+	fi, err := os.Stat("/proc/1/ns/net")
+	if err != nil {
+		return nil
 	}
-	return false
+	return fi
+})
+
+// hostNetNS reports whether fi, the result of stat on a netns path, is one
+// of the network namespaces a plugin must never be run in: the calling
+// thread's or init's.
+func hostNetNS(fi os.FileInfo) bool {
+	if initNS := initNetNS(); initNS != nil && os.SameFile(fi, initNS) {
+		return true
+	}
+	thread, err := os.Stat(threadNetNSPath)
+	return err == nil && os.SameFile(fi, thread)
 }
 
 // usableStoredNetNS returns the netns path read from a cache entry or an order
