@@ -93,10 +93,12 @@
 // holding a sandbox's lock, so GC and pod operations cannot deadlock. A pod
 // operation waits at most for GC's DELs of its own sandbox, or for the GC
 // verbs (at most 10 s), never for a whole GC, and never for another
-// sandbox's plugins: GC waiting for the gate holds back no new operation.
-// It takes the gate when no operation is in flight; if its context ends
-// first, it skips the verbs ([ErrGCVerbsSkipped]) and the next GC sends
-// them. The network set is an atomic pointer, so neither [Manager.Status]
+// sandbox's plugins. GC takes the gate when no operation is in flight; on
+// a node that has no such moment within a second, it holds new operations
+// back for at most 200 ms at a time while those in flight finish, so a
+// new operation waits at most that long for a GC waiting for the gate. If
+// GC's context ends first, it skips the verbs ([ErrGCVerbsSkipped]) and
+// the next GC sends them. The network set is an atomic pointer, so neither [Manager.Status]
 // nor a new pod ever waits for a reload or for another pod's plugins, and
 // no lock that they need is held while a plugin runs. Every lock wait
 // respects the context.

@@ -54,7 +54,8 @@ var (
 	ErrNoConfig = errors.New("ocicni: no config and no cache entry for attachment")
 	// ErrGCVerbsSkipped is matched by the *[NetworkError] (Verb "GC") that
 	// [Manager.GC] returns for a network it did not send the GC verb to:
-	// its context ended while pod operations held the gate, or the verbs
+	// its context ended while pod operations held the gate (see
+	// [Manager.GC] for how long GC holds new ones back), or the verbs
 	// of the networks before it used up their bound. The error also
 	// matches the context's error. Nothing was lost: the next GC sends
 	// the verb.

@@ -81,9 +81,12 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 //     left), and it prunes the order record as read under the lock.
 //  3. The GC verbs run with the gate held exclusively, and no other lock,
 //     so no ADD or DEL runs meanwhile. GC takes the gate at a moment when
-//     no pod operation is in flight, and does not hold back new ones while
-//     it waits. If ctx ends first (a node that is never idle can starve
-//     it), or the verbs use up their 10 s, each network not sent the verb
+//     no pod operation is in flight. While it waits it lets new ones in;
+//     on a node that has no such moment within a second, it holds new
+//     ones back for at most 200 ms at a time, so that those in flight
+//     finish and it gets in. If ctx ends first (pod operations in flight
+//     that outlast every hold), or the verbs use up their 10 s, each
+//     network not sent the verb
 //     gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
 //     context's error (context.DeadlineExceeded for the 10 s); the next
 //     GC sends it.

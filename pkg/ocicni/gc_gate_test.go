@@ -41,8 +41,8 @@ func waitGCForGate(t *testing.T, m *Manager) {
 // rollback's DEL on its first network is held, so X holds the gate shared
 // for as long as its plugins take. GC waits for the gate to send its
 // verbs; meanwhile pod Y is set up, on X's network or another, and waits
-// neither for X's plugins nor for GC. Once X is released, GC sends its
-// verbs, with Y's attachment valid.
+// neither for X's plugins nor for GC beyond GC's bounded hold (see gate).
+// Once X is released, GC sends its verbs, with Y's attachment valid.
 func TestGCWaitingForGateHoldsBackNoPod(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ name, yNet string }{

@@ -115,6 +115,59 @@ func waitGateWriters(t *testing.T, g *gate, n int) {
 	}, testenv.BarrierTimeout, time.Millisecond, "%d writers wait for the gate", n)
 }
 
+// waitGateHolding waits until n writers hold back new readers of g.
+func waitGateHolding(t *testing.T, g *gate, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.holding == n
+	}, testenv.BarrierTimeout, time.Millisecond, "%d writers hold back readers", n)
+}
+
+// A writer that finds no idle moment within its patience holds back new
+// readers while the ones in flight finish, and gets in; it never holds
+// them back for longer than its hold, however long the readers in flight
+// take. Every step waits for an event.
+func TestGateHoldsBackReadersWithinBounds(t *testing.T) {
+	t.Parallel()
+	bg := context.Background()
+	t.Run("the writer gets in on a gate that is never idle", func(t *testing.T) {
+		t.Parallel()
+		g := newGate(gatePatience{idle: 0, hold: time.Hour})
+		require.NoError(t, g.rlock(bg)) // in flight
+		locked := gateAsync(bg, g.lock)
+		waitGateHolding(t, g, 1)
+		held := gateAsync(bg, g.rlock) // a new operation, held back
+		requirePending(t, locked, "the writer got in while a reader held the gate")
+		g.runlock() // the one in flight finishes
+		require.NoError(t, requireDone(t, locked, "lock once the reader in flight finished"))
+		requirePending(t, held, "a reader got in while the writer held the gate")
+		waitGateHolding(t, g, 0)
+		g.unlock()
+		require.NoError(t, requireDone(t, held, "the held-back reader, after the writer"))
+		g.runlock()
+	})
+	t.Run("a hold ends while a reader in flight hangs", func(t *testing.T) {
+		t.Parallel()
+		g := newGate(gatePatience{idle: 5 * time.Millisecond, hold: 5 * time.Millisecond})
+		require.NoError(t, g.rlock(bg)) // in flight, and hung
+		ctx, cancel := context.WithCancel(bg)
+		locked := gateAsync(ctx, g.lock)
+		waitGateHolding(t, g, 1)
+		for range 3 { // new operations get in between holds
+			require.NoError(t, requireDone(t, gateAsync(bg, g.rlock), "rlock while the writer waits"))
+		}
+		requirePending(t, locked, "the writer got in while readers held the gate")
+		cancel()
+		require.ErrorIs(t, requireDone(t, locked, "lock after its context ended"), context.Canceled)
+		waitGateHolding(t, g, 0)
+		for range 4 {
+			g.runlock()
+		}
+	})
+}
+
 // gateState returns what holds g: its readers, and whether a writer does.
 func gateState(g *gate) (readers int, writer bool) {
 	g.mu.Lock()
@@ -221,7 +274,7 @@ func TestGate(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := newGate()
+			g := newGate(gatePatience{idle: time.Hour})
 			tc.run(t, g)
 			readers, writer := gateState(g)
 			assert.Equal(t, 0, readers, "every reader released")

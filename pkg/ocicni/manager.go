@@ -36,10 +36,10 @@ type Manager struct {
 	// holding a pod lock, so GC cannot deadlock with pod operations, and a
 	// pod waits for at most one DEL of GC (that of its own container) or
 	// for the GC verbs (bounded by gcVerbsBound). The gate prefers
-	// readers: GC waiting for it exclusively holds back no pod operation,
-	// so a pod never queues behind another sandbox's plugins; GC takes it
-	// when no pod operation is in flight, or skips its verbs when its
-	// context ends first. A background rollback drops the gate and keeps
+	// readers: GC waiting for it exclusively holds back pod operations
+	// only for a bounded time (see gate), so a pod never queues behind
+	// another sandbox's plugins; GC takes it when no pod operation is in
+	// flight, or skips its verbs when its context ends first. A background rollback drops the gate and keeps
 	// only its pod's lock; a heal retry takes only its pod's lock. So no
 	// node-wide lock is held while their plugins run. setups.mu and
 	// healer.mu are leaves, taken under any of these and never held while
@@ -93,7 +93,7 @@ func New(opts ...Option) (*Manager, error) {
 		exec:  exec,
 		cni:   libcni.NewCNIConfigWithCacheDir(o.binDirs, o.cacheDir, exec),
 		cache: cache.New(o.cacheDir),
-		gate:  newGate(),
+		gate:  newGate(o.gatePatience),
 		pods:  newPodLocks(),
 
 		setups: newSetupTracker(),

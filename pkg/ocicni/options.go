@@ -67,6 +67,7 @@ type options struct {
 	versionWait     time.Duration // see netconf.Config; tests shorten it
 	versionTimeout  time.Duration // see netconf.Config; tests shorten it
 	configGrace     time.Duration // see savedConfigGrace; tests shorten it
+	gatePatience    gatePatience  // see gate; tests change it
 }
 
 func defaultOptions() options {
@@ -83,6 +84,7 @@ func defaultOptions() options {
 		versionWait:     netconf.DefaultVersionWait,
 		versionTimeout:  netconf.DefaultVersionTimeout,
 		configGrace:     savedConfigGrace,
+		gatePatience:    defaultGatePatience,
 	}
 }
 
