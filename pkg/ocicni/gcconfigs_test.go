@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
 // withConfigGrace sets how old a saved config that no record uses must be
@@ -30,23 +26,10 @@ func withConfigGrace(d time.Duration) Option {
 // links it instead of writing it again (two more syncs). GC removes it
 // once it is older than the grace, and not before.
 func TestSavedConfigKeptForNextSetup(t *testing.T) {
-	root := t.TempDir()
-	confDir, binDir, cacheDir := filepath.Join(root, "net.d"), filepath.Join(root, "bin"), filepath.Join(root, "cache")
-	require.NoError(t, os.MkdirAll(confDir, 0o700))
-	writeConf(t, confDir, "10-net.conflist", conflist("net", "1.0.0", "fake"))
-	nsPath := filepath.Join(root, "ns")
-	require.NoError(t, os.WriteFile(nsPath, nil, 0o600))
+	env := newFakeEnv(t)
+	cacheDir, nsPath := env.cacheDir, env.nsPath
 	newManager := func(opts ...Option) *Manager {
-		fx := fakecni.New()
-		fx.OnlyPlugins("fake")
-		logger, _ := test.NewNullLogger()
-		base := []Option{
-			WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
-			WithExec(fx), WithNetNSOps(fx), WithLogger(logrus.NewEntry(logger)),
-		}
-		m, err := New(append(base, opts...)...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = m.Shutdown() })
+		m, _ := env.manager(t, opts...)
 		return m
 	}
 	// copies returns the inode and link count of each saved copy.

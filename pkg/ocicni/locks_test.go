@@ -108,21 +108,23 @@ func gateAsync(ctx context.Context, fn func(context.Context) error) <-chan error
 // waitGateWriters waits until n writers wait for g.
 func waitGateWriters(t *testing.T, g *gate, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.waiting == n
-	}, testenv.BarrierTimeout, time.Millisecond, "%d writers wait for the gate", n)
+	waitGateCount(t, g, n, "writers wait for the gate", func() int { return g.waiting })
 }
 
 // waitGateHolding waits until n writers hold back new readers of g.
 func waitGateHolding(t *testing.T, g *gate, n int) {
 	t.Helper()
+	waitGateCount(t, g, n, "writers hold back readers", func() int { return g.holding })
+}
+
+// waitGateCount waits until count, read under g's mutex, returns n.
+func waitGateCount(t *testing.T, g *gate, n int, what string, count func() int) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.holding == n
-	}, testenv.BarrierTimeout, time.Millisecond, "%d writers hold back readers", n)
+		return count() == n
+	}, testenv.BarrierTimeout, time.Millisecond, "%d %s", n, what)
 }
 
 // A writer that finds no idle moment within its patience holds back new

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,22 +62,10 @@ func TestWithNetNSOpsNil(t *testing.T) {
 // netns path; the netns path is still validated first, and a LoopbackUp
 // failure stops setup before any plugin runs or anything is recorded.
 func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
-	root := t.TempDir()
-	confDir, binDir, cacheDir := filepath.Join(root, "net.d"), filepath.Join(root, "bin"), filepath.Join(root, "cache")
-	require.NoError(t, os.MkdirAll(confDir, 0o700))
-	writeConf(t, confDir, "10-net.conflist", conflist("net", "1.0.0", "fake"))
-	nsPath := filepath.Join(root, "ns")
-	require.NoError(t, os.WriteFile(nsPath, nil, 0o600))
-
+	env := newFakeEnv(t)
+	cacheDir, nsPath, root := env.cacheDir, env.nsPath, filepath.Dir(env.nsPath)
 	newManager := func(ops NetNSOps) (*Manager, *fakecni.Exec) {
-		fx := fakecni.New()
-		fx.OnlyPlugins("fake")
-		logger, _ := test.NewNullLogger()
-		m, err := New(WithConfDir(confDir), WithBinDirs(binDir), WithCacheDir(cacheDir), WithoutWatcher(),
-			WithExec(fx), WithNetNSOps(ops), WithLogger(logrus.NewEntry(logger)))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = m.Shutdown() })
-		return m, fx
+		return env.manager(t, WithNetNSOps(ops))
 	}
 	ctx := context.Background()
 
