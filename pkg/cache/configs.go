@@ -80,36 +80,51 @@ func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
 	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
 	c.warm.touch(digest)
 	// Linking first costs one system call when the copy exists, as it
-	// does for every pod but the first of a config. The copy may also go
-	// between its write and the link: then it is written again, once.
-	for range 3 {
-		err = os.Link(path, link)
-		switch {
-		case err == nil, errors.Is(err, fs.ErrExist):
-			return digest, nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return "", fmt.Errorf("cache: save config %s: %w", digest, err)
-		}
-		if err := c.writeConfig(path, b); err != nil {
-			return "", fmt.Errorf("cache: save config %s: %w", digest, err)
-		}
-		if err := fsutil.MkdirAllDurable(filepath.Dir(link), 0o700); err != nil {
-			return "", fmt.Errorf("cache: save config: %w", err)
-		}
+	// does for every pod but the first of a config.
+	err = os.Link(path, link)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrExist):
+		return digest, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("cache: save config %s: %w", digest, err)
 	}
-	return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+	if err := c.writeConfigLinked(path, link, b); err != nil {
+		return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+	}
+	return digest, nil
 }
 
-// writeConfig writes the shared copy of a config durably unless it exists.
-func (c *Cache) writeConfig(path string, b []byte) error {
-	if _, err := os.Lstat(path); err == nil {
-		return nil
+// writeConfigLinked writes a new shared copy of a config durably, links
+// the record's link to it, and only then publishes it at path. Another
+// Cache (or GC) may remove the copy at path at any time once no record
+// links it; linking the new file before it has that name leaves nothing
+// to remove in between.
+func (c *Cache) writeConfigLinked(path, link string, b []byte) error {
+	for _, dir := range []string{filepath.Dir(path), filepath.Dir(link)} {
+		if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
+			return err
+		}
 	}
-	dir := filepath.Dir(path)
-	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), tmpPrefix+"config-*") // mode 0600
+	if err != nil {
 		return err
 	}
-	return fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+"config-*", b)
+	_, werr := tmp.Write(b)
+	serr := tmp.Sync()
+	err = errors.Join(werr, serr, tmp.Close())
+	if err == nil {
+		if lerr := os.Link(tmp.Name(), link); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
+			err = lerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return fsutil.SyncDir(filepath.Dir(path))
 }
 
 // ReadConfig returns the config of digest saved for the record of

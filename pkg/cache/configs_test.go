@@ -1,11 +1,13 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -272,4 +274,55 @@ func TestListOrdersAndConfigs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, wantSaved, saved)
 	assert.Len(t, saved, 4+7, "4 shared copies, and 7 links")
+}
+
+// Saving a config never fails because its shared copy goes meanwhile, as
+// it may at any moment once no record links it (another Cache's release,
+// GC): each record gets its link, with the config's content.
+func TestSaveConfigWhileTheCopyGoes(t *testing.T) {
+	c := New(filepath.Join(t.TempDir(), "cni"))
+	conf := []byte(`{"cniVersion":"1.0.0","name":"net","type":"bridge"}`)
+	digest := ConfigDigest(conf)
+	shared := filepath.Join(c.ConfigsDir(), strings.TrimPrefix(digest, "sha256:"))
+	stop := make(chan struct{})
+	removed := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				removed <- n
+				return
+			default:
+			}
+			if os.Remove(shared) == nil {
+				n++
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				id := fmt.Sprintf("pod%d-%d", w, i)
+				if _, err := c.SaveConfig(id, conf); err != nil {
+					errs[w] = err
+					return
+				}
+				got, err := c.ReadConfig(id, digest)
+				if err != nil || string(got) != string(conf) {
+					errs[w] = fmt.Errorf("%s: read %q: %w", id, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	n := <-removed
+	require.NoError(t, errors.Join(errs...))
+	t.Logf("the copy was removed %d times meanwhile", n)
 }
