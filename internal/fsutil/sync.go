@@ -32,6 +32,20 @@ func SyncDir(dir string) error {
 // when it holds a "*", else the exact name, replaced if it exists (the
 // caller serializes writes that share it). dir must exist.
 func WriteDurable(dir, name, tmp string, data []byte) error {
+	return writeDurable(dir, name, tmp, data, "")
+}
+
+// WriteDurableLinked is [WriteDurable] that also makes link, a path on
+// the same file system, a hard link to the new file before the file takes
+// its name, so that link holds data whatever happens to name meanwhile
+// (another process may remove or replace it at any time). An existing
+// link is left as it is. link's directory must exist; syncing it is the
+// caller's.
+func WriteDurableLinked(dir, name, tmp string, data []byte, link string) error {
+	return writeDurable(dir, name, tmp, data, link)
+}
+
+func writeDurable(dir, name, tmp string, data []byte, link string) error {
 	var f *os.File
 	var err error
 	if strings.Contains(tmp, "*") {
@@ -42,10 +56,10 @@ func WriteDurable(dir, name, tmp string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return writeSyncRename(f, filepath.Join(dir, name), data)
+	return writeSyncRename(f, filepath.Join(dir, name), data, link)
 }
 
-func writeSyncRename(tmp *os.File, path string, data []byte) (err error) {
+func writeSyncRename(tmp *os.File, path string, data []byte, link string) (err error) {
 	defer func() {
 		if err != nil {
 			_ = tmp.Close()
@@ -60,6 +74,12 @@ func writeSyncRename(tmp *os.File, path string, data []byte) (err error) {
 	}
 	if err = tmp.Close(); err != nil {
 		return err
+	}
+	if link != "" {
+		if err = os.Link(tmp.Name(), link); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		err = nil
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err

@@ -105,26 +105,7 @@ func (c *Cache) writeConfigLinked(path, link string, b []byte) error {
 			return err
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), tmpPrefix+"config-*") // mode 0600
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	serr := tmp.Sync()
-	err = errors.Join(werr, serr, tmp.Close())
-	if err == nil {
-		if lerr := os.Link(tmp.Name(), link); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
-			err = lerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return fsutil.SyncDir(filepath.Dir(path))
+	return fsutil.WriteDurableLinked(filepath.Dir(path), filepath.Base(path), tmpPrefix+"config-*", b, link)
 }
 
 // ReadConfig returns the config of digest saved for the record of
