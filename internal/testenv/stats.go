@@ -87,6 +87,11 @@ func CPUNow(tb testing.TB) CPUTime {
 	return CPUTime{Self: sum(&self), Children: sum(&children)}
 }
 
+// Add returns the sum of t and o.
+func (t CPUTime) Add(o CPUTime) CPUTime {
+	return CPUTime{Self: t.Self + o.Self, Children: t.Children + o.Children}
+}
+
 // Sub returns the CPU time used between o and t.
 func (t CPUTime) Sub(o CPUTime) CPUTime {
 	return CPUTime{Self: t.Self - o.Self, Children: t.Children - o.Children}

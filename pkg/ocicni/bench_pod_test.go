@@ -250,8 +250,7 @@ func benchThroughput(b *testing.B, networks, workers int) {
 			r, rc = round(rawPod(rounds))
 		}
 		rawTotal, mgrTotal = rawTotal+r, mgrTotal+m
-		rawCPU.Self, rawCPU.Children = rawCPU.Self+rc.Self, rawCPU.Children+rc.Children
-		mgrCPU.Self, mgrCPU.Children = mgrCPU.Self+mc.Self, mgrCPU.Children+mc.Children
+		rawCPU, mgrCPU = rawCPU.Add(rc), mgrCPU.Add(mc)
 		ratios = append(ratios, float64(r)/float64(m))
 	}
 	pods := float64(rounds * workers * podsPerWorker)

@@ -95,10 +95,10 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	if lerr != nil {
 		errs = append(errs, lerr)
 	}
-	var saved []cache.SavedConfig
+	var strays []string // only from a complete listing
 	if len(errs) == 0 {
-		saved = recs.saved
 		m.sweepConfigs(recs, log)
+		strays = strayIDs(recs)
 	}
 	g := &gcPlan{recs: recs, byID: make(map[string][]*cache.Entry, len(listing.Entries))}
 	for _, e := range listing.Entries {
@@ -120,7 +120,6 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	for _, e := range listing.Entries {
 		ids = append(ids, e.ContainerID)
 	}
-	strays := strayIDs(saved, recs)
 	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), slices.Sorted(maps.Keys(recs.byID)),
 		slices.Sorted(maps.Keys(recs.corrupt)), strays)
 	seen := make(map[string]bool, len(ids))
@@ -271,9 +270,9 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 
 // strayIDs returns, sorted, the containers that links to saved configs
 // name but that have no order record, readable or not.
-func strayIDs(saved []cache.SavedConfig, recs *records) []string {
+func strayIDs(recs *records) []string {
 	var out []string
-	for _, sc := range saved {
+	for _, sc := range recs.saved {
 		_, recorded := recs.byID[sc.ContainerID]
 		_, unreadable := recs.corrupt[sc.ContainerID]
 		if sc.ContainerID != "" && !recorded && !unreadable && !slices.Contains(out, sc.ContainerID) {
