@@ -150,9 +150,12 @@
 // invoke.RawExec, which kills the plugin alone. A context that is already
 // done starts no plugin, whatever the executor. On Unix the default
 // executor runs the plugins of background DELs (GC's DELs of stale
-// attachments, healing's retries) at nice 19, so that they leave the CPU
-// to the pods being set up; the GC verbs, which pod operations wait for,
-// keep the manager's priority.
+// attachments, healing's retries) at nice 19, and on Linux at SCHED_IDLE
+// in every thread, so that they leave the CPU to the pods being set up;
+// the GC verbs, which pod operations wait for, keep the manager's
+// priority. As no priority keeps a plugin run from slowing the setups
+// beside it on a small node, GC also paces its DELs while pods are set up
+// (see [Manager.GCOutcomes]).
 //
 // # Observability
 //

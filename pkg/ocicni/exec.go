@@ -134,8 +134,10 @@ type reasonKey struct{}
 // default executor runs the plugins of background DELs: GC's DELs of
 // stale attachments and healing's retries. Plugin runs are CPU-bound
 // process starts, so without it GC takes CPU from the pods being set up
-// meanwhile. The GC verbs keep the normal priority: pod operations wait
-// for them. A plugin's own children inherit the value.
+// meanwhile. On Linux they also run at SCHED_IDLE, in every thread from
+// the first (see startBackground). The GC verbs keep the normal priority:
+// pod operations wait for them. A plugin's own children inherit the
+// priority.
 const backgroundNice = 19
 
 // inBackground reports whether a plugin run under ctx with environ is a

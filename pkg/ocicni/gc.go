@@ -72,7 +72,13 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 //  1. Planning takes no lock. It lists the cache and reads the order
 //     records once, and plans the DELs.
 //  2. The stale containers' DELs run on [WithGCWorkers] workers, one
-//     container per worker at a time. For each container a worker takes
+//     container per worker at a time. While pods are being set up (a
+//     setup in flight, or one begun within the last 250 ms), GC gives way
+//     to them: one worker deletes at a time, and rests three times as
+//     long as its container's DELs took before the next, unless that
+//     would let the DELs left run past ctx's deadline. Plugin runs are
+//     CPU-bound, and on a small node even those at the lowest priority
+//     slow the setups beside them. For each container a worker takes
 //     the gate shared and then the container's lock, exactly as a pod
 //     operation does, so other pods wait for nothing and the container's
 //     own teardown waits for at most its DELs. Under the lock it skips

@@ -284,7 +284,9 @@ func maxInFlight(runs []delRun) int {
 }
 
 // GC deletes stale containers in parallel, up to WithGCWorkers at once,
-// and never runs two DELs of one container at the same time.
+// and never runs two DELs of one container at the same time. The pods
+// were set up just before GC, which paces itself only while a setup is in
+// flight here (see TestGCGivesWayToSetupInFlight).
 func TestGCDeletesStaleContainersInParallel(t *testing.T) {
 	t.Parallel()
 	const workers, containers = 2, 5
@@ -305,7 +307,7 @@ func TestGCDeletesStaleContainersInParallel(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	m := e.start(WithGCWorkers(workers), WithPluginHook(hook))
+	m := e.start(WithGCWorkers(workers), WithPluginHook(hook), withGCPace(gcPace{window: 0, rest: defaultGCPace.rest}))
 	ctx := e.ctx()
 	ids := make([]string, containers)
 	for i := range ids {

@@ -14,20 +14,24 @@ import (
 // [WithGCWorkers] workers. Each container is handled by one worker, under
 // its own lock (see [Manager.deleteStaleContainer]), so no two operations
 // ever run for the same container, while different containers proceed in
-// parallel as the spec allows. Outcomes and errors come back in planning
+// parallel as the spec allows, unless pods are being set up meanwhile
+// (see gcPacer). Outcomes and errors come back in planning
 // order: for each container, the failures planning found, then its DELs in
 // the order they ran.
 func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) ([]Outcome, []error) {
 	outcomes := make([][]Outcome, len(stale))
 	errs := make([][]error, len(stale))
 	next := make(chan int)
+	pacer := newGCPacer(ctx, m.opts.gcPace, m.setups)
 	var wg sync.WaitGroup
 	for range min(m.opts.gcWorkers, len(stale)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				outcomes[i], errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
+				pacer.run(ctx, len(stale)-i, func() {
+					outcomes[i], errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
+				})
 			}
 		}()
 	}

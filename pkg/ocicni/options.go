@@ -68,6 +68,7 @@ type options struct {
 	versionTimeout  time.Duration // see netconf.Config; tests shorten it
 	configGrace     time.Duration // see savedConfigGrace; tests shorten it
 	gatePatience    gatePatience  // see gate; tests change it
+	gcPace          gcPace        // see gcPacer; tests change it
 }
 
 func defaultOptions() options {
@@ -85,6 +86,7 @@ func defaultOptions() options {
 		versionTimeout:  netconf.DefaultVersionTimeout,
 		configGrace:     savedConfigGrace,
 		gatePatience:    defaultGatePatience,
+		gcPace:          defaultGCPace,
 	}
 }
 
@@ -250,7 +252,9 @@ func defaultGCWorkers() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
 // WithGCWorkers sets how many stale sandboxes [Manager.GC] deletes in
 // parallel, n >= 1. The DELs of one sandbox always run one after the
 // other, as the spec requires. The default is one per CPU that the
-// process may use (GOMAXPROCS), at least 2 and at most 8.
+// process may use (GOMAXPROCS), at least 2 and at most 8. While pods are
+// being set up, GC deletes one sandbox at a time whatever n is (see
+// [Manager.GCOutcomes]).
 func WithGCWorkers(n int) Option {
 	return func(o *options) error {
 		if n < 1 {

@@ -15,6 +15,10 @@ import (
 // background nice value, so that they leave the CPU to pods being set up;
 // a runtime's setup and teardown, and the GC verbs that pods wait for,
 // run at the manager's own.
+//
+// schedIdle is Linux's SCHED_IDLE.
+const schedIdle = 5
+
 func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
@@ -48,6 +52,27 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 			}
 		}
 		return out
+	}
+	// Every thread of a background DEL's plugin runs at SCHED_IDLE and
+	// the background nice value, from its start: its Go runtime's
+	// threads too, which the plugin started before it could be lowered
+	// from outside. Other runs' threads keep the normal policy.
+	background := calllog.Priority{Nice: backgroundNice, Policy: schedIdle}
+	flakyDELs := 0
+	for _, c := range e.calls("") {
+		require.NotEmpty(t, c.Threads, "the recorder reads its threads' priorities")
+		low := c.Verb == "DEL" && c.ContainerID == stale.ID
+		if c.Verb == "DEL" && c.ContainerID == flaky.ID {
+			low = flakyDELs > 0 // the first is the runtime's teardown
+			flakyDELs++
+		}
+		for _, th := range c.Threads {
+			if low {
+				assert.Equal(t, background, th, "a thread of the background %s of %s", c.Verb, c.Network)
+			} else {
+				assert.Equal(t, calllog.Priority{Nice: own, Policy: 0}, th, "a thread of the %s of %s", c.Verb, c.Network)
+			}
+		}
 	}
 	assert.Equal(t, []int{own}, nice("ADD", stale.ID), "setup")
 	assert.Equal(t, []int{backgroundNice}, nice("DEL", stale.ID), "GC's DEL of a stale attachment")

@@ -102,11 +102,11 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = e.waitDelay
-	if err = cmd.Start(); err == nil {
-		if inBackground(ctx, environ) {
-			// Best effort: a plugin that already exited has nothing to lower.
-			_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, backgroundNice)
-		}
+	start := cmd.Start
+	if inBackground(ctx, environ) {
+		start = func() error { return startBackground(cmd) }
+	}
+	if err = start(); err == nil {
 		err = cmd.Wait()
 	}
 	if gated != nil {

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // setupTracker knows which sandboxes are being set up, so that a GC, which
@@ -17,9 +18,10 @@ import (
 // Its mutex is a leaf: it is never held while waiting for another lock or
 // while a plugin runs.
 type setupTracker struct {
-	mu      sync.Mutex                 // guards the fields below
-	active  map[string][]NetAttachment // setups in flight, by sandbox ID
-	watches map[*setupWatch]struct{}   // open watches
+	mu        sync.Mutex                 // guards the fields below
+	active    map[string][]NetAttachment // setups in flight, by sandbox ID
+	watches   map[*setupWatch]struct{}   // open watches
+	lastBegin time.Time                  // when the last setup began
 }
 
 // setupWatch is one GC's view of the setups that overlapped it.
@@ -38,6 +40,7 @@ func newSetupTracker() *setupTracker {
 func (t *setupTracker) begin(id string, atts []NetAttachment, release func()) func() {
 	t.mu.Lock()
 	t.active[id] = atts
+	t.lastBegin = time.Now()
 	for w := range t.watches {
 		w.seen[id] = append(w.seen[id], atts...)
 	}
@@ -48,6 +51,14 @@ func (t *setupTracker) begin(id string, atts []NetAttachment, release func()) fu
 		t.mu.Unlock()
 		release()
 	}
+}
+
+// busy reports whether the node is setting pods up: a setup is in flight,
+// or one began within window.
+func (t *setupTracker) busy(window time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.active) > 0 || (!t.lastBegin.IsZero() && time.Since(t.lastBegin) < window)
 }
 
 // watch opens a watch that starts with the setups in flight now. The

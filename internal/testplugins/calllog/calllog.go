@@ -35,8 +35,20 @@ type Call struct {
 	// Nice is the plugin process's nice value (CPU priority) when it
 	// handled the call; 0 where the recorder cannot tell.
 	Nice int `json:"nice"`
+	// Threads are the CPU priorities of each of the plugin process's
+	// threads when it handled the call; empty where the recorder cannot
+	// tell.
+	Threads []Priority `json:"threads,omitempty"`
 	// Time is when the plugin started handling the call.
 	Time time.Time `json:"time"`
+}
+
+// Priority is a thread's CPU priority.
+type Priority struct {
+	Nice int `json:"nice"`
+	// Policy is the scheduling policy, as Linux numbers it: 0 for
+	// SCHED_OTHER, 5 for SCHED_IDLE.
+	Policy int `json:"policy"`
 }
 
 // RuntimeConfig returns the "runtimeConfig" object of the configuration the

@@ -242,6 +242,7 @@ func logCall(verb string, conf *netConf, args *skel.CmdArgs) error {
 		Stdin:       stdin,
 		PID:         os.Getpid(),
 		Nice:        niceValue(),
+		Threads:     threadPriorities(),
 		Time:        time.Now(),
 	})
 }
