@@ -20,7 +20,8 @@ type gcPace struct {
 // are set up. Plugin runs are CPU-bound process starts, and on a small
 // node any CPU they use slows the setups beside them, whatever their
 // priority: on a 2-vCPU VM, two busy loops at SCHED_IDLE slowed setups
-// by 15-18% at p50 (see BENCHMARKS.md). Only not running does not.
+// by 13-18% at p50 (BenchmarkSetupsBesideIdleLoad). Only not running
+// does not.
 var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
 // gcPacer paces the DELs of one GC. While the node sets pods up (see

@@ -20,7 +20,9 @@ import (
 // for that purpose, whose fork the plugin inherits. That thread is never
 // handed back: it cannot raise its priority again without CAP_SYS_NICE, so
 // it ends with the goroutine. When the thread cannot be lowered, the
-// plugin starts at the normal priority.
+// plugin starts at the normal priority. cmd must not set
+// SysProcAttr.Pdeathsig: Linux sends it when the thread that started the
+// process ends, which here is at once.
 func startBackground(cmd *exec.Cmd) error {
 	errc := make(chan error, 1)
 	go func() {
