@@ -93,3 +93,13 @@ func (p *gcPacer) restAfter(took time.Duration, left int, now time.Time) time.Du
 	}
 	return rest
 }
+
+// waitCtx waits for d or until ctx is done, whichever comes first.
+func waitCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

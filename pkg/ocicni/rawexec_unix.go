@@ -155,16 +155,6 @@ func killGroup(p *os.Process) error {
 	}
 }
 
-// waitCtx waits for d or until ctx is done, whichever comes first.
-func waitCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // pluginErr converts a failed run into the *types.Error that
 // invoke.RawExec returns: the plugin's JSON error from stdout when there
 // is one, else a message with its stderr and the exit status.
