@@ -108,7 +108,7 @@ func TestGCGivesWayToSetupInFlight(t *testing.T) {
 	mu.Unlock()
 	require.Len(t, got, stale, "one bridge DEL per stale sandbox")
 	assert.Equal(t, 1, maxInFlight(got), "one stale sandbox at a time while a setup is in flight")
-	slices.SortFunc(got, func(a, b delRun) int { return a.start.Compare(b.end) })
+	slices.SortFunc(got, func(a, b delRun) int { return a.start.Compare(b.start) })
 	for i := 1; i < len(got); i++ {
 		prev := got[i-1]
 		assert.GreaterOrEqual(t, got[i].start.Sub(prev.end), rest*prev.end.Sub(prev.start),
