@@ -16,13 +16,15 @@ type gcPace struct {
 	rest int
 }
 
-// defaultGCPace keeps GC's DELs to about a quarter of one CPU while pods
+// defaultGCPace keeps GC's DELs to about a sixth of one CPU while pods
 // are set up. Plugin runs are CPU-bound process starts, and on a small
 // node any CPU they use slows the setups beside them, whatever their
 // priority: on a 2-vCPU VM, two busy loops at SCHED_IDLE slowed setups
 // by 13-18% at p50 (BenchmarkSetupsBesideIdleLoad). Only not running
-// does not.
-var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
+// does not. A rest of 3 (a quarter of one CPU) left setups during a GC
+// of long host-local DELs at 1.06-1.11x their p50; 5 buys the margin, and
+// GC takes longer while the setups last.
+var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 5}
 
 // gcPacer paces the DELs of one GC. While the node sets pods up (see
 // setupTracker.busy), the workers delete one stale sandbox at a time, and
