@@ -126,6 +126,29 @@ type execStat struct {
 
 func newGCBenchEnv(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, workers int) *gcBenchEnv {
 	b.Helper()
+	e := newGCBenchDirs(b, layout)
+	testenv.WriteFile(b, e.confDir, "10-"+layout.valid.name+".conflist", layout.valid.conflist(e.dataDir))
+	if layout.stale.name != layout.valid.name {
+		testenv.WriteFile(b, e.confDir, "11-"+layout.stale.name+".conflist", layout.stale.conflist(e.dataDir))
+	}
+	e.synthesize()
+	e.start(setupNet, workers)
+	return e
+}
+
+// newSetupBenchEnv is a gcBenchEnv with the setup network alone: no
+// synthetic network or attachment, for benchmarks of the setup workers
+// without GC.
+func newSetupBenchEnv(b *testing.B, setupNet testenv.Net) *gcBenchEnv {
+	b.Helper()
+	e := newGCBenchDirs(b, gcBenchLayout{name: "none"})
+	e.start(setupNet, 1)
+	return e
+}
+
+// newGCBenchDirs makes the env's directories.
+func newGCBenchDirs(b *testing.B, layout gcBenchLayout) *gcBenchEnv {
+	b.Helper()
 	dir := b.TempDir()
 	e := &gcBenchEnv{
 		b: b, layout: layout,
@@ -133,12 +156,15 @@ func newGCBenchEnv(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, wor
 		live: map[string]*PodNetwork{}, execs: map[string]*execStat{},
 	}
 	require.NoError(b, os.MkdirAll(e.confDir, 0o755))
-	testenv.WriteFile(b, e.confDir, "10-"+layout.valid.name+".conflist", layout.valid.conflist(e.dataDir))
-	if layout.stale.name != layout.valid.name {
-		testenv.WriteFile(b, e.confDir, "11-"+layout.stale.name+".conflist", layout.stale.conflist(e.dataDir))
-	}
+	return e
+}
+
+// start writes the setup network's config last, makes the setup workers'
+// netns and starts the manager with workers GC workers.
+func (e *gcBenchEnv) start(setupNet testenv.Net, workers int) {
+	b := e.b
+	b.Helper()
 	testenv.WriteFile(b, e.confDir, "20-gcsetup.conflist", testenv.BridgeConflist("gcsetup", "1.1.0", setupNet, e.dataDir))
-	e.synthesize()
 	for range gcBenchSetupWorkers {
 		p, err := netns.New()
 		require.NoError(b, err)
@@ -152,7 +178,6 @@ func newGCBenchEnv(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, wor
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })
 	e.m = m
-	return e
 }
 
 // synthesize writes, as libcni, host-local and ocicni would have left

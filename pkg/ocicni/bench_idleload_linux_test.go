@@ -15,7 +15,7 @@ import (
 
 // BenchmarkSetupsBesideIdleLoad is why GC paces its DELs (see gcPacer)
 // instead of relying on CPU priority alone. It times the setups of
-// BenchmarkGC10000's workers with the CPUs otherwise idle, and beside one
+// BenchmarkGC10000's workers, without its synthetic attachments, with the CPUs otherwise idle, and beside one
 // busy loop per CPU started as the manager starts a background DEL's
 // plugin (SCHED_IDLE, nice 19, see startBackground), alternating, and
 // reports both p50s and p99s and their ratios. A ratio above 1 is what
@@ -25,7 +25,7 @@ func BenchmarkSetupsBesideIdleLoad(b *testing.B) {
 	testenv.RequireRoot(b)
 	require.NotEmpty(b, pluginDir, "plugins are built by TestMain")
 	const perRound = 20 // setups per worker and round
-	e := newGCBenchEnv(b, gcBenchSplit, testenv.Alloc(b), 1)
+	e := newSetupBenchEnv(b, testenv.Alloc(b))
 	ctx := context.Background()
 	var idle, loaded []time.Duration
 	for i := 0; b.Loop(); i++ {
