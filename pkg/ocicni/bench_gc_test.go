@@ -33,10 +33,10 @@ func (e *gcBenchEnv) hook(_ context.Context, r PluginRun) {
 }
 
 // podCycle sets a fresh pod up and tears it down on gcsetup, and returns
-// when the setup started and how long it took. The pod is live, that is
-// among the pods a GC that starts meanwhile takes as valid, from before
-// its setup until its teardown returns.
-func (e *gcBenchEnv) podCycle(ctx context.Context, w, i int, tag string) (time.Time, time.Duration, error) {
+// how long the setup took. The pod is live, that is among the pods a GC
+// that starts meanwhile takes as valid, from before its setup until its
+// teardown returns.
+func (e *gcBenchEnv) podCycle(ctx context.Context, w, i int, tag string) (time.Duration, error) {
 	pod := &PodNetwork{
 		ID: fmt.Sprintf("gcsetup-%s-%d-%d", tag, w, i), Name: "setup", Namespace: "bench", NetNS: e.nss[w],
 		Networks: []NetAttachment{{Name: "gcsetup"}},
@@ -52,14 +52,14 @@ func (e *gcBenchEnv) podCycle(ctx context.Context, w, i int, tag string) (time.T
 	}()
 	start := time.Now()
 	if _, err := e.m.SetUpPodWithContext(ctx, *pod); err != nil {
-		return start, 0, fmt.Errorf("setup %s: %w", pod.ID, err)
+		return 0, fmt.Errorf("setup %s: %w", pod.ID, err)
 	}
 	took := time.Since(start)
 	pod.Networks = nil
 	if err := e.m.TearDownPodWithContext(ctx, *pod); err != nil {
-		return start, took, fmt.Errorf("teardown %s: %w", pod.ID, err)
+		return took, fmt.Errorf("teardown %s: %w", pod.ID, err)
 	}
-	return start, took, nil
+	return took, nil
 }
 
 // baseline times n setups per worker without GC.
@@ -72,7 +72,7 @@ func (e *gcBenchEnv) baseline(ctx context.Context, n int, tag string) []time.Dur
 		go func() {
 			defer wg.Done()
 			for i := range n {
-				_, took, err := e.podCycle(ctx, w, i, tag)
+				took, err := e.podCycle(ctx, w, i, tag)
 				if err != nil {
 					e.b.Error(err)
 					return
@@ -87,17 +87,29 @@ func (e *gcBenchEnv) baseline(ctx context.Context, n int, tag string) []time.Dur
 	return out
 }
 
+// gcPhase is a stretch of GC during which its DEL workers either go on
+// or are held (see benchGCHold).
+type gcPhase struct {
+	seq  int
+	held bool
+}
+
 // gcWithSetups runs GC with the valid synthetic pods and the live setup
 // pods, while the setup workers keep going, and returns GC's duration and
-// the latencies of the setups that started while GC ran.
-func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Duration) {
+// the latencies of the setups that ran while GC's DEL workers went on
+// (during) and while they were held (base). The two alternate in blocks
+// (see gcBenchDuringBlock); a setup whose pod cycle spans a change of
+// phase counts for neither.
+func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Duration, []time.Duration) {
 	var (
-		mu             sync.Mutex
-		during         []time.Duration
+		mu             sync.Mutex // guards the five below
+		during, base   []time.Duration
 		gcStart, gcEnd time.Time
+		phase          gcPhase
 		wg             sync.WaitGroup
 		stop           = make(chan struct{})
 		started        = make(chan struct{}, gcBenchSetupWorkers)
+		counted        = make(chan struct{}, 1) // a setup was counted
 	)
 	for w := range gcBenchSetupWorkers {
 		wg.Add(1)
@@ -110,14 +122,25 @@ func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Du
 					return
 				default:
 				}
-				start, took, err := e.podCycle(ctx, w, i, "gc")
+				mu.Lock()
+				before, inGC := phase, !gcStart.IsZero() && gcEnd.IsZero()
+				mu.Unlock()
+				took, err := e.podCycle(ctx, w, i, "gc")
 				if err != nil {
 					e.b.Error(err)
 					return
 				}
 				mu.Lock()
-				if !gcStart.IsZero() && start.After(gcStart) && (gcEnd.IsZero() || start.Before(gcEnd)) {
-					during = append(during, took)
+				if inGC && gcEnd.IsZero() && phase == before {
+					if before.held {
+						base = append(base, took)
+					} else {
+						during = append(during, took)
+					}
+					select {
+					case counted <- struct{}{}:
+					default:
+					}
 				}
 				mu.Unlock()
 			}
@@ -133,6 +156,46 @@ func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Du
 	}
 	clear(e.execs)
 	e.mu.Unlock()
+
+	gcDone := make(chan struct{})
+	switched := make(chan struct{})
+	go func() { // alternates the phases until GC ends
+		defer close(switched)
+		defer e.hold.release()
+		// count reports how many setups the current phase has counted.
+		count := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(during) + len(base)
+		}
+		waitFor := func(n int) bool {
+			for from := count(); count()-from < n; {
+				select {
+				case <-counted:
+				case <-gcDone:
+					return false
+				}
+			}
+			return true
+		}
+		for {
+			if !waitFor(gcBenchDuringBlock) {
+				return
+			}
+			e.hold.hold()
+			mu.Lock()
+			phase = gcPhase{seq: phase.seq + 1, held: true}
+			mu.Unlock()
+			ok := waitFor(gcBenchBaseBlock)
+			e.hold.release()
+			mu.Lock()
+			phase = gcPhase{seq: phase.seq + 1}
+			mu.Unlock()
+			if !ok {
+				return
+			}
+		}
+	}()
 	mu.Lock()
 	gcStart = time.Now()
 	mu.Unlock()
@@ -140,10 +203,12 @@ func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Du
 	mu.Lock()
 	gcEnd = time.Now()
 	mu.Unlock()
+	close(gcDone)
+	<-switched
 	close(stop)
 	wg.Wait()
 	require.NoError(e.b, err)
-	return gcEnd.Sub(gcStart), during
+	return gcEnd.Sub(gcStart), during, base
 }
 
 // check asserts that GC released exactly the stale reservations and
@@ -181,8 +246,10 @@ func percentile(ds []time.Duration, p float64) float64 {
 // another bridge network. It reports GC's wall time (and, of it, the time
 // planning takes on its own), its exec floor (its plugin runs, each at the
 // cost of one run of the same plugin alone; see sampleDELs) and the ratio
-// of the two, the setup latency without GC and for setups that started
-// during GC, and logs how GC's plugin runs were spent.
+// of the two, and the setup latency with GC's DELs going and, as the
+// baseline, with them held, in alternating blocks while the same GC runs
+// (see gcWithSetups), and logs how GC's plugin runs were spent. GC during
+// setups runs longer than GC alone by the time it is held.
 //
 // "onenet" is the layout of the issue, every attachment on one network:
 // there host-local's DEL, which walks its whole store under its lock,
@@ -202,9 +269,9 @@ func BenchmarkGC10000(b *testing.B) {
 	} {
 		for _, workers := range tc.workers {
 			b.Run(fmt.Sprintf("%s/workers=%d", tc.layout.name, workers), func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
+				for range b.N {
 					b.StopTimer()
-					benchGCOnce(b, tc.layout, setupNet, workers, i)
+					benchGCOnce(b, tc.layout, setupNet, workers)
 				}
 			})
 		}
@@ -212,9 +279,10 @@ func BenchmarkGC10000(b *testing.B) {
 }
 
 // benchGCOnce times one GC on its own, and then, on fresh copies of the
-// same entries, one GC while the setup workers keep setting pods up. The
-// timer is stopped on entry; it runs only for the GC on its own.
-func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, workers, i int) {
+// same entries, one GC while the setup workers keep setting pods up,
+// held now and then for the baseline. The timer is stopped on entry; it
+// runs only for the GC on its own.
+func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, workers int) {
 	b.Helper()
 	ctx := context.Background()
 	e := newGCBenchEnv(b, layout, setupNet, workers)
@@ -235,9 +303,7 @@ func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, worke
 	floor := e.floor(perExec)
 
 	e = newGCBenchEnv(b, layout, setupNet, workers)
-	base := e.baseline(ctx, gcBenchBaseline/2, fmt.Sprint("pre", i))
-	busy, during := e.gcWithSetups(ctx)
-	base = append(base, e.baseline(ctx, gcBenchBaseline/2, fmt.Sprint("post", i))...)
+	busy, during, base := e.gcWithSetups(ctx)
 	e.check()
 	e.logExecs(b, "GC during setups")
 	b.ReportMetric(float64(alone.Milliseconds()), "gc-ms")
@@ -293,7 +359,7 @@ func (e *gcBenchEnv) floor(perExec map[string]time.Duration) time.Duration {
 	return floor
 }
 
-// reportLatencies reports the setup latencies without GC (base) and of
+// reportLatencies reports the setup latencies with GC held (base) and of
 // the setups that started during GC, and their ratios.
 func reportLatencies(b *testing.B, base, during []time.Duration) {
 	b.Helper()
@@ -302,6 +368,7 @@ func reportLatencies(b *testing.B, base, during []time.Duration) {
 	b.ReportMetric(percentile(during, 0.5), "gc-setup-p50-ms")
 	b.ReportMetric(percentile(during, 0.99), "gc-setup-p99-ms")
 	b.ReportMetric(float64(len(during)), "setups-during-gc")
+	b.ReportMetric(float64(len(base)), "setups-base")
 	if p := percentile(base, 0.5); p > 0 {
 		b.ReportMetric(percentile(during, 0.5)/p, "p50-ratio")
 	}

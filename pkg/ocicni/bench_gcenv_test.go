@@ -26,11 +26,14 @@ const (
 	gcBenchEntries = 10_000
 	gcBenchStale   = 1_000
 	// gcBenchSetupWorkers set pods up and tear them down on a real bridge
-	// network of their own, before, during and after GC.
+	// network of their own while GC runs.
 	gcBenchSetupWorkers = 2
-	// gcBenchBaseline is how many setups each worker times without GC,
-	// half before GC and half after, so that the machine's drift cancels.
-	gcBenchBaseline = 100
+	// While GC runs, the setups alternate between gcBenchDuringBlock
+	// setups with GC's DEL workers going and gcBenchBaseBlock setups with
+	// them held (the baseline), so that both sides see the same state of
+	// the machine, which drifts over GC's minutes.
+	gcBenchDuringBlock = 40
+	gcBenchBaseBlock   = 10
 )
 
 // gcBenchNet is a network of synthetic attachments. No ADD ever runs on
@@ -113,6 +116,7 @@ type gcBenchEnv struct {
 	valid                      []*PodNetwork
 	validIPs                   []string
 	nss                        []string // one netns per setup worker
+	hold                       *benchGCHold
 
 	mu    sync.Mutex // guards the fields below
 	live  map[string]*PodNetwork
@@ -153,7 +157,7 @@ func newGCBenchDirs(b *testing.B, layout gcBenchLayout) *gcBenchEnv {
 	e := &gcBenchEnv{
 		b: b, layout: layout,
 		confDir: filepath.Join(dir, "net.d"), cacheDir: filepath.Join(dir, "cache"), dataDir: filepath.Join(dir, "ipam"),
-		live: map[string]*PodNetwork{}, execs: map[string]*execStat{},
+		live: map[string]*PodNetwork{}, execs: map[string]*execStat{}, hold: newBenchGCHold(),
 	}
 	require.NoError(b, os.MkdirAll(e.confDir, 0o755))
 	return e
@@ -174,7 +178,7 @@ func (e *gcBenchEnv) start(setupNet testenv.Net, workers int) {
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	m, err := New(WithConfDir(e.confDir), WithBinDirs(pluginDir), WithCacheDir(e.cacheDir), WithoutWatcher(), WithoutHealing(),
-		WithLogger(logrus.NewEntry(logger)), WithGCWorkers(workers), WithPluginHook(e.hook))
+		WithLogger(logrus.NewEntry(logger)), WithGCWorkers(workers), WithPluginHook(e.hook), withGCHold(e.hold))
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })
 	e.m = m

@@ -29,9 +29,15 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if hold := m.opts.gcHold; hold != nil {
+					hold.enter(ctx)
+				}
 				pacer.run(ctx, len(stale)-i, func() {
 					outcomes[i], errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
 				})
+				if hold := m.opts.gcHold; hold != nil {
+					hold.leave()
+				}
 			}
 		}()
 	}

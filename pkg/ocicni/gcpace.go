@@ -26,6 +26,17 @@ type gcPace struct {
 // GC takes longer while the setups last.
 var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 5}
 
+// gcHold lets a benchmark hold GC's DEL workers between sandboxes, to
+// time setups beside a GC that is under way but idle (BenchmarkGC10000
+// takes its baseline so). A worker calls enter before it starts a
+// sandbox (before its turn, so that a hold never counts as DEL time and
+// lengthens a rest) and leave after the sandbox's DELs and rest. Only
+// tests set it; it is nil otherwise.
+type gcHold interface {
+	enter(ctx context.Context)
+	leave()
+}
+
 // gcPacer paces the DELs of one GC. While the node sets pods up (see
 // setupTracker.busy), the workers delete one stale sandbox at a time, and
 // each rests after its sandbox's DELs, for rest times as long as they
