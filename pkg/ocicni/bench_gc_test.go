@@ -62,31 +62,6 @@ func (e *gcBenchEnv) podCycle(ctx context.Context, w, i int, tag string) (time.D
 	return took, nil
 }
 
-// baseline times n setups per worker without GC.
-func (e *gcBenchEnv) baseline(ctx context.Context, n int, tag string) []time.Duration {
-	var mu sync.Mutex
-	var out []time.Duration
-	var wg sync.WaitGroup
-	for w := range gcBenchSetupWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range n {
-				took, err := e.podCycle(ctx, w, i, tag)
-				if err != nil {
-					e.b.Error(err)
-					return
-				}
-				mu.Lock()
-				out = append(out, took)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 // gcPhase is a stretch of GC during which its DEL workers either go on
 // or are held (see benchGCHold).
 type gcPhase struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,4 +63,29 @@ func startIdleLoad(b *testing.B, n int) (stop func()) {
 		cmds = append(cmds, c)
 	}
 	return stop
+}
+
+// baseline times n setups per worker, beside whatever else runs.
+func (e *gcBenchEnv) baseline(ctx context.Context, n int, tag string) []time.Duration {
+	var mu sync.Mutex
+	var out []time.Duration
+	var wg sync.WaitGroup
+	for w := range gcBenchSetupWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				took, err := e.podCycle(ctx, w, i, tag)
+				if err != nil {
+					e.b.Error(err)
+					return
+				}
+				mu.Lock()
+				out = append(out, took)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
