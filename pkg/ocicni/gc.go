@@ -74,7 +74,7 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 //  2. The stale containers' DELs run on [WithGCWorkers] workers, one
 //     container per worker at a time. While pods are being set up (a
 //     setup in flight, or one begun within the last 250 ms), GC gives way
-//     to them: one worker deletes at a time, and rests five times as
+//     to them: one worker deletes at a time, and rests three times as
 //     long as its container's DELs took before the next, unless that
 //     would let the DELs left run past ctx's deadline. Plugin runs are
 //     CPU-bound, and on a small node even those at the lowest priority

@@ -16,15 +16,15 @@ type gcPace struct {
 	rest int
 }
 
-// defaultGCPace keeps GC's DELs to about a sixth of one CPU while pods
+// defaultGCPace keeps GC's DELs to about a quarter of one CPU while pods
 // are set up. Plugin runs are CPU-bound process starts, and on a small
 // node any CPU they use slows the setups beside them, whatever their
 // priority: on a 2-vCPU VM, two busy loops at SCHED_IDLE slowed setups
 // by 13-18% at p50 (BenchmarkSetupsBesideIdleLoad). Only not running
-// does not. A rest of 3 (a quarter of one CPU) left setups during a GC
-// of long host-local DELs at 1.06-1.11x their p50; 5 buys the margin, and
-// GC takes longer while the setups last.
-var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 5}
+// does not. With a rest of 3, setups during a GC of 1,000 stale sandboxes
+// took 1.03x their p50 beside the same GC held (BenchmarkGC10000, both
+// layouts); a longer rest bought no measurable margin, only a longer GC.
+var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
 // gcHold lets a benchmark hold GC's DEL workers between sandboxes, to
 // time setups beside a GC that is under way but idle (BenchmarkGC10000
