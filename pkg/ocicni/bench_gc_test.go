@@ -69,6 +69,87 @@ type gcPhase struct {
 	held bool
 }
 
+// setupTimes collects the setup latencies of gcWithSetups by phase.
+type setupTimes struct {
+	mu           sync.Mutex // guards the four below
+	during, base []time.Duration
+	phase        gcPhase
+	running      bool          // GC is under way
+	counted      chan struct{} // a setup was counted; buffered, 1
+}
+
+func (s *setupTimes) current() gcPhase {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.phase
+}
+
+// add counts a setup that began in phase before, if GC still runs and the
+// phase has not changed since.
+func (s *setupTimes) add(before gcPhase, took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running || s.phase != before {
+		return
+	}
+	if before.held {
+		s.base = append(s.base, took)
+	} else {
+		s.during = append(s.during, took)
+	}
+	select {
+	case s.counted <- struct{}{}:
+	default:
+	}
+}
+
+func (s *setupTimes) setRunning(r bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running = r
+}
+
+func (s *setupTimes) setPhase(held bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.phase = gcPhase{seq: s.phase.seq + 1, held: held}
+}
+
+func (s *setupTimes) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.during) + len(s.base)
+}
+
+// waitFor waits until n more setups are counted, and reports false if
+// done closes first.
+func (s *setupTimes) waitFor(n int, done <-chan struct{}) bool {
+	for from := s.total(); s.total()-from < n; {
+		select {
+		case <-s.counted:
+		case <-done:
+			return false
+		}
+	}
+	return true
+}
+
+// alternate holds GC's DEL workers for every gcBenchBaseBlock setups
+// after gcBenchDuringBlock setups with them going, until done closes.
+func (s *setupTimes) alternate(h *benchGCHold, done <-chan struct{}) {
+	defer h.release()
+	for s.waitFor(gcBenchDuringBlock, done) {
+		h.hold()
+		s.setPhase(true)
+		ok := s.waitFor(gcBenchBaseBlock, done)
+		h.release()
+		s.setPhase(false)
+		if !ok {
+			return
+		}
+	}
+}
+
 // gcWithSetups runs GC with the valid synthetic pods and the live setup
 // pods, while the setup workers keep going, and returns GC's duration and
 // the latencies of the setups that ran while GC's DEL workers went on
@@ -76,15 +157,11 @@ type gcPhase struct {
 // (see gcBenchDuringBlock); a setup whose pod cycle spans a change of
 // phase counts for neither.
 func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Duration, []time.Duration) {
+	times := &setupTimes{counted: make(chan struct{}, 1)}
 	var (
-		mu             sync.Mutex // guards the five below
-		during, base   []time.Duration
-		gcStart, gcEnd time.Time
-		phase          gcPhase
-		wg             sync.WaitGroup
-		stop           = make(chan struct{})
-		started        = make(chan struct{}, gcBenchSetupWorkers)
-		counted        = make(chan struct{}, 1) // a setup was counted
+		wg      sync.WaitGroup
+		stop    = make(chan struct{})
+		started = make(chan struct{}, gcBenchSetupWorkers)
 	)
 	for w := range gcBenchSetupWorkers {
 		wg.Add(1)
@@ -97,27 +174,13 @@ func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Du
 					return
 				default:
 				}
-				mu.Lock()
-				before, inGC := phase, !gcStart.IsZero() && gcEnd.IsZero()
-				mu.Unlock()
+				before := times.current()
 				took, err := e.podCycle(ctx, w, i, "gc")
 				if err != nil {
 					e.b.Error(err)
 					return
 				}
-				mu.Lock()
-				if inGC && gcEnd.IsZero() && phase == before {
-					if before.held {
-						base = append(base, took)
-					} else {
-						during = append(during, took)
-					}
-					select {
-					case counted <- struct{}{}:
-					default:
-					}
-				}
-				mu.Unlock()
+				times.add(before, took)
 			}
 		}()
 	}
@@ -132,58 +195,23 @@ func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Du
 	clear(e.execs)
 	e.mu.Unlock()
 
-	gcDone := make(chan struct{})
-	switched := make(chan struct{})
-	go func() { // alternates the phases until GC ends
-		defer close(switched)
-		defer e.hold.release()
-		// count reports how many setups the current phase has counted.
-		count := func() int {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(during) + len(base)
-		}
-		waitFor := func(n int) bool {
-			for from := count(); count()-from < n; {
-				select {
-				case <-counted:
-				case <-gcDone:
-					return false
-				}
-			}
-			return true
-		}
-		for {
-			if !waitFor(gcBenchDuringBlock) {
-				return
-			}
-			e.hold.hold()
-			mu.Lock()
-			phase = gcPhase{seq: phase.seq + 1, held: true}
-			mu.Unlock()
-			ok := waitFor(gcBenchBaseBlock)
-			e.hold.release()
-			mu.Lock()
-			phase = gcPhase{seq: phase.seq + 1}
-			mu.Unlock()
-			if !ok {
-				return
-			}
-		}
+	gcDone, alternated := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(alternated)
+		times.alternate(e.hold, gcDone)
 	}()
-	mu.Lock()
-	gcStart = time.Now()
-	mu.Unlock()
+	times.setPhase(false) // setups begun before GC count for neither side
+	times.setRunning(true)
+	start := time.Now()
 	err := e.m.GC(ctx, valid)
-	mu.Lock()
-	gcEnd = time.Now()
-	mu.Unlock()
+	took := time.Since(start)
+	times.setRunning(false)
 	close(gcDone)
-	<-switched
+	<-alternated
 	close(stop)
 	wg.Wait()
 	require.NoError(e.b, err)
-	return gcEnd.Sub(gcStart), during, base
+	return took, times.during, times.base
 }
 
 // check asserts that GC released exactly the stale reservations and
