@@ -182,20 +182,26 @@ func TestSetupFailureRollsBack(t *testing.T) {
 }
 
 // A hung ADD ends with the caller's deadline, and the rollback finishes
-// in the background.
+// in the background. The rollback's DEL hangs too until the setup has
+// returned: a rollback that finished as the deadline passed is reported
+// as finished, not pending.
 func TestHungSetupRollsBackInBackground(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	env.WriteConflist(t, "podnet", "1.0.0", "bridge")
 	m := env.NewManager(t)
 	release := env.Exec.Hang("podnet", "ADD")
 	t.Cleanup(release)
+	releaseDEL := env.Exec.Hang("podnet", "DEL")
+	t.Cleanup(releaseDEL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := m.SetUpPodWithContext(ctx, ocicni.PodNetwork{Name: "p", Namespace: "ns", ID: "pod", NetNS: env.NetNS(t, "pod")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ocicni.ErrRollbackPending)
-	require.Eventually(t, func() bool { return len(env.Exec.Calls("DEL")) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(env.Exec.Calls("DEL")) == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the rollback's DEL runs in the background")
+	releaseDEL()
 	// The next operation on the pod waits for the rollback.
 	require.NoError(t, m.TearDownPodWithContext(context.Background(), ocicni.PodNetwork{Name: "p", Namespace: "ns", ID: "pod"}))
 }
