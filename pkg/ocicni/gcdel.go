@@ -22,22 +22,16 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 	outcomes := make([][]Outcome, len(stale))
 	errs := make([][]error, len(stale))
 	next := make(chan int)
-	pacer := newGCPacer(ctx, m.opts.gcPace, m.setups)
+	pacer := newGCPacer(ctx, m.opts.gcPace, m.setups, m.opts.gcHold)
 	var wg sync.WaitGroup
 	for range min(m.opts.gcWorkers, len(stale)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if hold := m.opts.gcHold; hold != nil {
-					hold.enter(ctx)
-				}
 				pacer.run(ctx, len(stale)-i, func() {
 					outcomes[i], errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
 				})
-				if hold := m.opts.gcHold; hold != nil {
-					hold.leave()
-				}
 			}
 		}()
 	}

@@ -1,5 +1,3 @@
-//go:build !nogctests
-
 package ocicni
 
 import (

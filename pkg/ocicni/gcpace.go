@@ -28,8 +28,8 @@ var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
 // gcHold lets a benchmark hold GC's DEL workers between sandboxes, to
 // time setups beside a GC that is under way but idle (BenchmarkGC10000
-// takes its baseline so). A worker calls enter before it starts a
-// sandbox (before its turn, so that a hold never counts as DEL time and
+// takes its baseline so). gcPacer.run calls enter before a sandbox
+// (before its turn, so that a hold never counts as DEL time and
 // lengthens a rest) and leave after the sandbox's DELs and rest. Only
 // tests set it; it is nil otherwise.
 type gcHold interface {
@@ -54,12 +54,13 @@ type gcHold interface {
 type gcPacer struct {
 	pace     gcPace
 	setups   *setupTracker
+	hold     gcHold        // nil but in benchmarks
 	turn     chan struct{} // holds one token while a worker's paced turn lasts
 	deadline time.Time     // ctx's; zero without one
 }
 
-func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker) *gcPacer {
-	p := &gcPacer{pace: pace, setups: setups, turn: make(chan struct{}, 1)}
+func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker, hold gcHold) *gcPacer {
+	p := &gcPacer{pace: pace, setups: setups, hold: hold, turn: make(chan struct{}, 1)}
 	if dl, ok := ctx.Deadline(); ok {
 		p.deadline = dl
 	}
@@ -72,6 +73,10 @@ func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker) *gcPacer
 // for its turn, del runs at once: it cannot take the sandbox's locks then,
 // and reports that.
 func (p *gcPacer) run(ctx context.Context, left int, del func()) {
+	if p.hold != nil {
+		p.hold.enter(ctx)
+		defer p.hold.leave()
+	}
 	if p.pace.rest <= 0 || !p.setups.busy(p.pace.window) {
 		del()
 		return

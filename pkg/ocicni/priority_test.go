@@ -15,10 +15,6 @@ import (
 // background nice value, so that they leave the CPU to pods being set up;
 // a runtime's setup and teardown, and the GC verbs that pods wait for,
 // run at the manager's own.
-//
-// schedIdle is Linux's SCHED_IDLE.
-const schedIdle = 5
-
 func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
@@ -57,7 +53,7 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	// the background nice value, from its start: its Go runtime's
 	// threads too, which the plugin started before it could be lowered
 	// from outside. Other runs' threads keep the normal policy.
-	background := calllog.Priority{Nice: backgroundNice, Policy: schedIdle}
+	background := calllog.Priority{Nice: backgroundNice, Policy: calllog.SchedIdle}
 	flakyDELs := 0
 	for _, c := range e.calls("") {
 		require.NotEmpty(t, c.Threads, "the recorder reads its threads' priorities")
@@ -70,7 +66,7 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 			if low {
 				assert.Equal(t, background, th, "a thread of the background %s of %s", c.Verb, c.Network)
 			} else {
-				assert.Equal(t, calllog.Priority{Nice: own, Policy: 0}, th, "a thread of the %s of %s", c.Verb, c.Network)
+				assert.Equal(t, calllog.Priority{Nice: own, Policy: calllog.SchedOther}, th, "a thread of the %s of %s", c.Verb, c.Network)
 			}
 		}
 	}

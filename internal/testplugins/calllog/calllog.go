@@ -46,10 +46,16 @@ type Call struct {
 // Priority is a thread's CPU priority.
 type Priority struct {
 	Nice int `json:"nice"`
-	// Policy is the scheduling policy, as Linux numbers it: 0 for
-	// SCHED_OTHER, 5 for SCHED_IDLE.
+	// Policy is the scheduling policy, as Linux numbers it (SchedOther,
+	// SchedIdle, ...).
 	Policy int `json:"policy"`
 }
+
+// Scheduling policies, as Linux numbers them.
+const (
+	SchedOther = 0
+	SchedIdle  = 5
+)
 
 // RuntimeConfig returns the "runtimeConfig" object of the configuration the
 // plugin received, or nil if there was none.
