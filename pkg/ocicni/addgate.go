@@ -1,9 +1,6 @@
 package ocicni
 
-import (
-	"context"
-	"io"
-)
+import "context"
 
 // addGate holds back a setup's first ADD until the setup is ready for
 // it: lo is up in the netns and the attachments are recorded durably.
@@ -67,27 +64,4 @@ func addGateOf(ctx context.Context) *addGate {
 	default:
 	}
 	return g
-}
-
-// gatedStdin is a plugin's stdin that yields nothing until the gate
-// opens. When the gate opens with an error (or ctx ends first), it calls
-// kill, which ends the plugin, and returns the error: the plugin never
-// reads its config.
-type gatedStdin struct {
-	ctx    context.Context
-	gate   *addGate
-	kill   func()
-	stdin  io.Reader
-	opened bool
-}
-
-func (s *gatedStdin) Read(p []byte) (int, error) {
-	if !s.opened {
-		if err := s.gate.wait(s.ctx); err != nil {
-			s.kill()
-			return 0, err
-		}
-		s.opened = true
-	}
-	return s.stdin.Read(p)
 }

@@ -3,7 +3,6 @@
 package ocicni
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +18,8 @@ import (
 )
 
 const (
-	// pluginWaitDelay bounds how long a finished or killed plugin's stdout
-	// and stderr may stay open, held by a process that escaped its group.
+	// pluginWaitDelay bounds how long Wait waits for a plugin after its
+	// group was killed, before it kills the plugin alone.
 	pluginWaitDelay = 2 * time.Second
 	// textBusyRetries and textBusyDelay are invoke.RawExec's retries of a
 	// plugin binary that is being written ("text file busy").
@@ -37,10 +36,16 @@ const (
 // daemon it leaves behind keeps running. Background DELs run at a low
 // CPU priority (see backgroundNice).
 //
-// A process that outlives the plugin (one that left the group with setsid
-// or setpgid before a kill, or any child of a plugin that exited on its
-// own) may hold the plugin's stdout or stderr open: ExecPlugin still
-// returns at most waitDelay after the plugin ended, by closing those pipes.
+// A plugin writes its stdout and stderr into files in memory (see
+// newCapture), which are read once it has exited, and reads its config
+// from a pipe that is written whole and closed as soon as it has started
+// (or its addGate has opened). So a run needs no goroutine to copy
+// output, and a process that outlives the plugin (a daemon it started,
+// one that left the group before a kill) cannot hold the run open by
+// keeping a pipe open. invoke.RawExec copies through pipes, and on a busy
+// node those goroutines' wake-ups cost more CPU than the plugin's start
+// (BENCHMARKS.md). waitDelay bounds how long Wait waits for the plugin
+// after its group was killed.
 type groupExec struct {
 	stderr    io.Writer
 	waitDelay time.Duration
@@ -81,24 +86,19 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 }
 
 // run runs the plugin once, in a process group of its own, and returns
-// what it printed.
+// what it printed. Under an addGate that is not open, the plugin starts
+// at once but gets its config only when the gate opens; when the gate
+// opens with an error, or ctx ends first, the plugin is killed before it
+// could read it, and run returns a *gateError.
 func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) (stdout, stderr []byte, err error) {
-	var outBuf, errBuf bytes.Buffer
-	cmdCtx := ctx
-	var stdin io.Reader = bytes.NewReader(stdinData)
-	var gated *gatedStdin
-	if g := addGateOf(ctx); g != nil {
-		var kill context.CancelFunc
-		cmdCtx, kill = context.WithCancel(ctx)
-		defer kill()
-		gated = &gatedStdin{ctx: ctx, gate: g, kill: kill, stdin: stdin}
-		stdin = gated
+	var files pluginFiles
+	defer files.close()
+	if err := files.open(); err != nil {
+		return nil, nil, fmt.Errorf("plugin %s: %w", pluginPath, err)
 	}
-	cmd := exec.CommandContext(cmdCtx, pluginPath)
+	cmd := exec.CommandContext(ctx, pluginPath)
 	cmd.Env = environ
-	cmd.Stdin = stdin
-	cmd.Stdout = &outBuf
-	cmd.Stderr = &errBuf
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files.stdinR, files.stdout, files.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = e.waitDelay
@@ -106,23 +106,125 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	if inBackground(ctx, environ) {
 		start = func() error { return startBackground(cmd) }
 	}
-	if err = start(); err == nil {
-		err = cmd.Wait()
-	}
-	if gated != nil {
-		if gerr := gated.gate.wait(ctx); gerr != nil {
-			// Killed before it read its config (or never started): the
-			// gate's error is the run's.
+	gate := addGateOf(ctx)
+	err = start()
+	files.closeChildEnd() // the plugin has its own copy
+	if err == nil {
+		if gate != nil {
+			if gerr := gate.wait(ctx); gerr != nil {
+				_ = killGroup(cmd.Process)
+				_ = cmd.Wait()
+				return nil, nil, &gateError{err: gerr}
+			}
+		}
+		err = errors.Join(files.feed(stdinData), cmd.Wait())
+	} else if gate != nil {
+		if gerr := gate.wait(ctx); gerr != nil {
 			return nil, nil, &gateError{err: gerr}
 		}
 	}
-	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
-		// The plugin exited 0 after printing its output, but a process
-		// that it left behind held a pipe open past waitDelay. The output
-		// is the plugin's; a truncated result would fail to decode.
-		err = nil
+	stdout, oerr := readCapture(files.stdout)
+	stderr, _ = readCapture(files.stderr) // stderr is only informational
+	return stdout, stderr, errors.Join(err, oerr)
+}
+
+// pluginFiles are one plugin run's stdin pipe and its captured stdout and
+// stderr.
+type pluginFiles struct {
+	stdinR, stdinW *os.File
+	stdout, stderr *os.File
+}
+
+func (f *pluginFiles) open() (err error) {
+	if f.stdinR, f.stdinW, err = os.Pipe(); err != nil {
+		return err
 	}
-	return outBuf.Bytes(), errBuf.Bytes(), err
+	if f.stdout, err = newCapture("stdout"); err != nil {
+		return err
+	}
+	f.stderr, err = newCapture("stderr")
+	return err
+}
+
+// closeChildEnd closes the read end of the stdin pipe, which the plugin
+// inherited, so that a write fails once the plugin is gone.
+func (f *pluginFiles) closeChildEnd() {
+	if f.stdinR != nil {
+		_ = f.stdinR.Close()
+		f.stdinR = nil
+	}
+}
+
+// feed writes data to the plugin's stdin and closes it. data up to
+// stdinInline bytes fits in any pipe and is written before feed returns;
+// more is written by a goroutine, as os/exec would, which ends when the
+// plugin has read it, or with an error once the plugin and everything
+// that inherited its stdin are gone. A plugin that exits without reading
+// its stdin is no error.
+func (f *pluginFiles) feed(data []byte) error {
+	w := f.stdinW
+	if len(data) > stdinInline {
+		// close, after Wait, ends a write that nothing reads.
+		go func() {
+			_, _ = w.Write(data)
+			_ = w.Close()
+		}()
+		return nil
+	}
+	f.stdinW = nil
+	_, err := w.Write(data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EPIPE) {
+		return nil
+	}
+	return err
+}
+
+func (f *pluginFiles) close() {
+	for _, file := range []*os.File{f.stdinR, f.stdinW, f.stdout, f.stderr} {
+		if file != nil {
+			_ = file.Close()
+		}
+	}
+}
+
+// stdinInline is the largest stdin that feed writes without a goroutine:
+// a pipe holds at least one page, even where the kernel's per-user pipe
+// limits shrink new pipes to that, and a write of at most PIPE_BUF bytes
+// goes in whole.
+const stdinInline = 4096
+
+// newCapture returns an anonymous file in memory (memfd) to take a
+// plugin's stdout or stderr, or, where there is none, an unlinked
+// temporary file. Either goes away with its last descriptor.
+func newCapture(name string) (*os.File, error) {
+	if f, err := memFile("ocicni-plugin-" + name); err == nil {
+		return f, nil
+	}
+	f, err := os.CreateTemp("", "ocicni-plugin-"+name+"-*")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(f.Name())
+	return f, nil
+}
+
+// readCapture returns what a plugin wrote to f, from its start: a process
+// that the plugin left behind may still be writing, and what it wrote
+// after this point is not read.
+func readCapture(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, fi.Size())
+	n, err := f.ReadAt(buf, 0)
+	if errors.Is(err, io.EOF) {
+		err = nil // truncated meanwhile
+	}
+	return buf[:n], err
 }
 
 // gateError carries the error of an addGate that opened with one to a run

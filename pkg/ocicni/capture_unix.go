@@ -1,0 +1,11 @@
+//go:build unix && !linux
+
+package ocicni
+
+import (
+	"errors"
+	"os"
+)
+
+// memFile is Linux's: elsewhere newCapture uses an unlinked temporary file.
+func memFile(string) (*os.File, error) { return nil, errors.ErrUnsupported }
