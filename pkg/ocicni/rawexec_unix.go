@@ -158,13 +158,13 @@ func (f *pluginFiles) closeChildEnd() {
 // feed writes data to the plugin's stdin and closes it. data up to
 // stdinInline bytes fits in any pipe and is written before feed returns;
 // more is written by a goroutine, as os/exec would, which ends when the
-// plugin has read it, or with an error once the plugin and everything
-// that inherited its stdin are gone. A plugin that exits without reading
-// its stdin is no error.
+// plugin has read it all, or when close, called once the plugin has
+// exited, closes the pipe under a write that nothing reads (a process the
+// plugin left behind may hold its stdin). A plugin that exits without
+// reading its stdin is no error.
 func (f *pluginFiles) feed(data []byte) error {
 	w := f.stdinW
 	if len(data) > stdinInline {
-		// close, after Wait, ends a write that nothing reads.
 		go func() {
 			_, _ = w.Write(data)
 			_ = w.Close()
