@@ -29,12 +29,18 @@ const maxSpares = 32
 //
 // A spare that vanished (another Cache adopted it) only costs a fallback
 // to creating a file.
+//
+// The pool's lock is held for its bookkeeping only: a record is renamed
+// into the pool, and a spare out of it, without it, so that concurrent
+// teardowns do not queue behind each other's renames. Only the first
+// take, which adopts the spares of earlier processes, renames under it.
 type spares struct {
-	mu      sync.Mutex // guards the fields below
-	prefix  string     // this pool's file names: spareFilePrefix + a random tag + "-"
-	paths   []string   // spare files, ready to reuse
-	next    uint64     // the number in the next spare's name
-	adopted bool       // spares left by earlier processes were adopted
+	mu       sync.Mutex // guards the fields below
+	prefix   string     // this pool's file names: spareFilePrefix + a random tag + "-"
+	paths    []string   // spare files, ready to reuse
+	retiring int        // records being renamed into the pool, each with a slot reserved
+	next     uint64     // the number in the next spare's name
+	adopted  bool       // spares left by earlier processes were adopted
 }
 
 func newSpares() *spares {
@@ -64,21 +70,30 @@ func (s *spares) take(dir string) string {
 
 // retire moves the record at path into the pool, and reports whether it
 // did; when the pool is full or the rename fails the caller removes the
-// record. A record that does not exist gives fs.ErrNotExist.
+// record. A record that does not exist gives fs.ErrNotExist. The rename
+// runs outside the pool's lock, in a slot reserved under it, so the pool
+// never holds more than maxSpares.
 func (s *spares) retire(path string) (bool, error) {
 	if s == nil {
 		return false, nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.paths) >= maxSpares {
+	if len(s.paths)+s.retiring >= maxSpares {
+		s.mu.Unlock()
 		return false, nil
 	}
+	s.retiring++
 	spare := s.nameLocked(filepath.Dir(path))
-	if err := os.Rename(path, spare); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return false, err
-		}
+	s.mu.Unlock()
+
+	err := os.Rename(path, spare)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retiring--
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, err
+	case err != nil:
 		return false, nil
 	}
 	s.paths = append(s.paths, spare)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,6 +67,41 @@ func TestSparesAreBounded(t *testing.T) {
 	ids, err := c.ListOrders()
 	require.NoError(t, err)
 	assert.Empty(t, ids)
+}
+
+// TestConcurrentRemovalsKeepThePoolBounded removes records from several
+// goroutines at once: each rename into the pool runs outside its lock, in
+// a slot reserved under it, so the pool still ends with exactly maxSpares
+// files, every other record is removed, and the next writes reuse them.
+func TestConcurrentRemovalsKeepThePoolBounded(t *testing.T) {
+	c := New(t.TempDir())
+	const records, workers = maxSpares + 24, 8
+	for i := range records {
+		require.NoError(t, c.WriteOrder(idN(i), []Attachment{{Network: "n", IfName: "eth0"}}))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, records)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < records; i += workers {
+				errs <- c.RemoveOrder(idN(i))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Len(t, spareFiles(t, c.OrdersDir()), maxSpares)
+	ids, err := c.ListOrders()
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+
+	for i := range maxSpares {
+		require.NoError(t, c.WriteOrder(idN(records+i), []Attachment{{Network: "n", IfName: "eth0"}}))
+	}
+	assert.Empty(t, spareFiles(t, c.OrdersDir()), "every spare was reused")
 }
 
 // TestSparesOfAnEarlierProcessAreAdoptedOrRemoved plays a runtime that
