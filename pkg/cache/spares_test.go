@@ -82,11 +82,13 @@ func TestConcurrentRemovalsKeepThePoolBounded(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, records)
 	for w := range workers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := w; i < records; i += workers {
 				errs <- c.RemoveOrder(idN(i))
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	close(errs)
