@@ -166,7 +166,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 		if i == 0 {
 			actx = withAddGate(actx, gate)
 		}
-		res, err := m.cni.AddNetworkList(actx, p.list, p.rt)
+		res, err := m.cni.add(actx, p.list, p.rt)
 		if i == 0 {
 			// Nothing is attached unless lo is up and the record written;
 			// the work is bounded, so it is waited for whatever ctx does.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
@@ -60,7 +61,17 @@ var (
 	// matches the context's error. Nothing was lost: the next GC sends
 	// the verb.
 	ErrGCVerbsSkipped = errors.New("ocicni: GC verb not sent; the next GC sends it")
+	// ErrLibraryPanic is matched by every [*PanicError]: a panic inside
+	// libcni, recovered where the engine calls it.
+	ErrLibraryPanic = guard.ErrPanic
 )
+
+// PanicError is a panic inside libcni, recovered where the engine calls
+// it: its Op names the verb, File the cache entry libcni may have been
+// reading. It matches [ErrLibraryPanic]. The engine treats that entry as
+// corrupt: the DEL runs again without the cached result, and the entry
+// stays until a DEL succeeds.
+type PanicError = guard.PanicError
 
 // InvalidArgumentError names the offending field of a rejected request.
 // It satisfies errors.Is(err, ErrInvalidArgument).

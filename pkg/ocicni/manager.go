@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
 
@@ -21,11 +20,8 @@ type Manager struct {
 	opts options
 	log  *logrus.Entry
 	exec invoke.Exec
-	cni  *libcni.CNIConfig
-	// cniNoCache runs DELs that must not read the attachment's cache
-	// entry (see plan.entryPath): its cache dir never exists.
-	cniNoCache *libcni.CNIConfig
-	cache      *cache.Cache
+	cni   *cniRunner
+	cache *cache.Cache
 
 	// Lock order: gate, then the pod's lock in pods. Pod operations take
 	// the gate shared, then their pod's lock. GC plans without any lock;
@@ -91,14 +87,13 @@ func New(opts ...Option) (*Manager, error) {
 		opts:  o,
 		log:   o.log,
 		exec:  exec,
-		cni:   libcni.NewCNIConfigWithCacheDir(o.binDirs, o.cacheDir, exec),
 		cache: cache.New(o.cacheDir),
 		gate:  newGate(o.gatePatience),
 		pods:  newPodLocks(),
 
 		setups: newSetupTracker(),
 	}
-	m.cniNoCache = libcni.NewCNIConfigWithCacheDir(o.binDirs, filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
+	m.cni = newCNIRunner(o.binDirs, m.cache.Dir(), filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
 	conf, err := netconf.New(netconf.Config{
 		ConfDir: o.confDir, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
 		Exec: exec, Log: m.log,

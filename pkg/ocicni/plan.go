@@ -20,10 +20,15 @@ type plan struct {
 	list   *libcni.NetworkConfigList // nil: neither loaded nor cached
 	rt     *libcni.RuntimeConf
 	policy TeardownPolicy
+	// useCache is set only for an attachment whose cache entry the
+	// inventory accepted and whose result libcni can decode: libcni then
+	// reads it as prevResult and removes it once DEL succeeded. Without
+	// it, libcni runs pointed at an empty cache dir, on every path, and
+	// the engine removes the attachment's file once DEL succeeded.
+	useCache bool
 	// entryPath is a cache file that libcni must not read: a corrupt
 	// entry, or one whose result libcni cannot decode (its DEL would drop
-	// the file before running any plugin, or panic). DEL then runs with
-	// libcni pointed at an empty cache dir, and the file is removed only
+	// the file before running any plugin, or panic). It is removed only
 	// once DEL succeeded.
 	entryPath string
 	// onDisk is set when a cache entry or the order record names the
@@ -92,6 +97,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 			p.entryPath = s.entry.Path
 		}
 	}
+	p.useCache = s.entry != nil && p.entryPath == ""
 	return p, nil
 }
 

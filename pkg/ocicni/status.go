@@ -135,7 +135,7 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
-			if err := m.cni.CheckNetworkList(withNetwork(ctx, p.list.Name), p.list, p.rt); err != nil {
+			if err := m.cni.check(withNetwork(ctx, p.list.Name), p.list, p.rt); err != nil {
 				return nil, err
 			}
 		}
@@ -171,7 +171,7 @@ func (m *Manager) StatusWithContext(ctx context.Context) error {
 	if n == nil {
 		return m.noDefaultError(set)
 	}
-	if err := m.cni.GetStatusNetworkList(ctx, n.List); err != nil {
+	if err := m.cni.status(ctx, n.List); err != nil {
 		return &NetworkError{Network: n.Name, Verb: "STATUS", Err: err}
 	}
 	return nil
@@ -194,7 +194,7 @@ func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
 	out := make([]NetworkStatus, 0, set.Len())
 	for name, n := range set.All() {
 		st := NetworkStatus{Network: name, Default: name == set.DefaultName()}
-		if err := m.cni.GetStatusNetworkList(ctx, n.List); err != nil {
+		if err := m.cni.status(ctx, n.List); err != nil {
 			st.Err = &NetworkError{Network: name, Verb: "STATUS", Err: err}
 		}
 		out = append(out, st)

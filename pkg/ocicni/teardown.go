@@ -2,6 +2,7 @@ package ocicni
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -118,19 +119,7 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			outcomes = append(outcomes, o)
 			continue
 		}
-		cni := m.cni
-		if p.entryPath != "" {
-			cni = m.cniNoCache
-		}
-		pctx := withNetwork(ctx, p.list.Name)
-		err := cni.DelNetworkList(pctx, p.list, p.rt)
-		if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !m.opts.delStopAtCode3 {
-			// libcni stopped the list's DEL at the plugin that answered
-			// code 3; the plugins before it still hold what they hold.
-			plog().WithError(err).Info("A plugin reported the container unknown (code 3); " +
-				"running DEL for every plugin of the list")
-			err = m.delEachPlugin(pctx, p)
-		}
+		err := m.del(withNetwork(ctx, p.list.Name), p, plog)
 		o.Class, o.Err = classify(err), err
 		switch o.Class {
 		case Deleted:
@@ -156,6 +145,27 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 	return outcomes
 }
 
+// del runs the plan's DEL. When libcni panics while it may read the
+// cache entry (see [PanicError]), the entry is handled as corrupt: DEL
+// runs again without it, and the file stays until a DEL succeeds.
+func (m *Manager) del(ctx context.Context, p *plan, plog func() *logrus.Entry) error {
+	err := m.cni.del(ctx, p.list, p.rt, p.useCache)
+	var pe *PanicError
+	if p.useCache && errors.As(err, &pe) {
+		plog().WithError(err).Warn("libcni panicked over the cache entry; running DEL without it and keeping the entry until DEL succeeds")
+		p.useCache, p.entryPath = false, m.cni.entryFile(p.list, p.rt)
+		err = m.cni.del(ctx, p.list, p.rt, false)
+	}
+	if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !m.opts.delStopAtCode3 {
+		// libcni stopped the list's DEL at the plugin that answered
+		// code 3; the plugins before it still hold what they hold.
+		plog().WithError(err).Info("A plugin reported the container unknown (code 3); " +
+			"running DEL for every plugin of the list")
+		err = m.delEachPlugin(ctx, p)
+	}
+	return err
+}
+
 // delEachPlugin runs DEL for every plugin of the plan's list, last to
 // first, as single-plugin lists, best effort: code 3 from one plugin does
 // not stop the others, and counts as success. libcni is kept away from
@@ -169,7 +179,7 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 			Name: p.list.Name, CNIVersion: p.list.CNIVersion,
 			Plugins: p.list.Plugins[i : i+1],
 		}
-		if err := m.cniNoCache.DelNetworkList(ctx, one, p.rt); err != nil && classify(err) != AlreadyGone && firstErr == nil {
+		if err := m.cni.del(ctx, one, p.rt, false); err != nil && classify(err) != AlreadyGone && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -191,7 +201,7 @@ func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog func() *logrus.Ent
 	switch {
 	case p.entryPath != "":
 		err = m.cache.RemoveFile(p.entryPath)
-	case class == AlreadyGone: // libcni keeps the entry when DEL fails
+	case !p.useCache || class == AlreadyGone: // libcni did not, or keeps the entry when DEL fails
 		err = m.cache.Remove(p.Name, p.id, p.Ifname)
 	}
 	if err != nil {
