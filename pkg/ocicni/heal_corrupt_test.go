@@ -109,7 +109,9 @@ func TestLibcniPanicDuringDELIsRecovered(t *testing.T) {
 	// held, net's entry is rewritten with a result libcni panics on.
 	gate := fx.Gate(fakecni.Match{Verb: "DEL", Network: "net2"})
 	done := make(chan error, 1)
-	go func() { done <- m.TearDownPodWithContext(context.Background(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS}) }()
+	go func() {
+		done <- m.TearDownPodWithContext(context.Background(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
+	}()
 	gate.WaitEntered(t, 1)
 	raw, err := os.ReadFile(entry)
 	require.NoError(t, err)

@@ -17,9 +17,9 @@ import (
 // Manager attaches pod sandboxes to CNI networks and detaches them again.
 // It implements [CNIPlugin]. Create one with [New].
 type Manager struct {
-	opts options
-	log  *logrus.Entry
-	exec invoke.Exec
+	opts  options
+	log   *logrus.Entry
+	exec  invoke.Exec
 	cni   *cniRunner
 	cache *cache.Cache
 
