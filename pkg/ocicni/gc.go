@@ -205,18 +205,12 @@ func gcTargets(set *networkSet) []string {
 }
 
 // protectSetups adds to the valid attachments everything of the sandboxes
-// whose setup overlapped GC: the inventory of each as it is now (the cache
-// entries planning saw, the order record read again), with what planning
-// read of the record and what the setup asked for. The caller holds the
-// gate exclusively, so no setup is in flight.
+// whose setup overlapped GC (see [Manager.setupInventory]). The caller
+// holds the gate exclusively, so no setup is in flight.
 func (m *Manager) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
 	seen := watch.attachments()
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
-		recorded, err := m.cache.ReadOrder(id) // unreadable: what planning read and the setup asked for stay
-		inv := mergeInventory(id, recorded, err, g.byID[id], nil, set)
-		inv.include(recordAttachments(g.recs.byID[id]))
-		inv.include(seen[id])
-		g.valid.addAll(id, inv)
+		g.valid.addAll(id, m.setupInventory(id, g.byID[id], g.recs.byID[id], seen[id], set))
 	}
 }
 

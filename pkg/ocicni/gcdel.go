@@ -139,12 +139,12 @@ func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr 
 		m.settle(id, recorded, rerr, nil, plans, outcomes, log)
 		return
 	}
-	left, err := m.cache.ForContainer(id)
+	left, err := m.hasCacheFiles(id)
 	if err != nil {
 		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")
 		return
 	}
-	if len(left.Entries) > 0 || len(left.Corrupt) > 0 {
+	if left {
 		return
 	}
 	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")

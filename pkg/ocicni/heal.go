@@ -228,34 +228,24 @@ func (h *healer) retry(ctx context.Context, id string) {
 	}
 	defer unlock()
 	log := h.m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
-	record, rerr := h.m.cache.ReadOrder(id)
-	if rerr != nil {
-		log.WithError(rerr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
+	set := h.m.snapshot()
+	inv := h.m.takeInventory(id, nil, set, log)
+	if inv.recordErr != nil {
+		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
 		return
 	}
-	now := time.Now()
-	var due []*slot
-	for i := len(record) - 1; i >= 0; i-- { // reverse ADD order
-		a := &record[i]
-		if hs := a.Heal; hs != nil && !hs.GaveUp && !now.Before(hs.Next) {
-			due = append(due, &slot{NetAttachment: NetAttachment{Name: a.Network, Ifname: a.IfName}, rec: a})
-		}
-	}
+	due := inv.due(time.Now())
 	if len(due) == 0 {
-		if at, ok := earliestHeal(record); ok { // a teardown or setup changed it meanwhile
+		if at, ok := earliestHeal(inv.record); ok { // a teardown or setup changed it meanwhile
 			h.schedule(id, at)
 		}
 		return
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.policy.Timeout)
 	defer cancel()
-	set := h.m.snapshot()
 	pod := &PodNetwork{ID: id}
 	plans := make([]*plan, 0, len(due))
 	for _, s := range due {
-		if e, err := h.m.cache.Get(s.Name, id, s.Ifname); err == nil {
-			s.entry = e
-		}
 		p, err := h.m.planFor(pod, "", s, set, log)
 		if err != nil { // cannot happen: the record's names were validated on read
 			log.WithError(err).Warn("Cannot plan the DEL retry of a recorded attachment")
@@ -270,5 +260,5 @@ func (h *healer) retry(ctx context.Context, id string) {
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	h.m.settle(id, record, nil, nil, plans, outcomes, log)
+	h.m.settle(id, inv.record, nil, nil, plans, outcomes, log)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -95,14 +96,6 @@ func (f cacheFile) names() (network, ifname string) {
 // (see [newInventory]).
 func (m *Manager) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
 	record, rerr := m.cache.ReadOrder(id)
-	return m.inventoryOf(id, requested, record, rerr, set, log)
-}
-
-// inventoryOf is [Manager.takeInventory] with the order record already
-// read (record, rerr).
-func (m *Manager) inventoryOf(id string, requested []NetAttachment, record []cache.Attachment, rerr error,
-	set *networkSet, log *logrus.Entry,
-) *inventory {
 	if len(requested) == 0 {
 		listing, err := m.cache.ForContainer(id)
 		inv := newInventory(id, record, rerr, listing.Entries, listing.Corrupt, set, log)
@@ -229,6 +222,97 @@ func recordAttachments(record []cache.Attachment) []NetAttachment {
 	return out
 }
 
+// slotFor returns the slot of att, or a new one with nothing on disk but
+// its record line, if any. The new slot is not added to the inventory.
+func (inv *inventory) slotFor(att NetAttachment) *slot {
+	if s := inv.find(att.Name, att.Ifname); s != nil {
+		return s
+	}
+	return &slot{NetAttachment: att, rec: findLine(inv.record, att.Name, att.Ifname)}
+}
+
+// orDefault is the teardown's rule for a sandbox of which nothing is
+// known at all: its ADD may have failed before anything was recorded, so
+// the default network's eth0 (name; none when "") gets a DEL, which is
+// harmless when there is nothing to delete.
+func (inv *inventory) orDefault(name string) {
+	if len(inv.slots) == 0 && len(inv.failures) == 0 && name != "" {
+		inv.include([]NetAttachment{{Name: name, Ifname: DefaultInterfaceName}})
+	}
+}
+
+// due returns the attachments whose background DEL retry is due at now
+// (see [HealPolicy]), in reverse ADD order, each as the inventory knows
+// it: libcni reads a cache entry for them only if the inventory accepted
+// it, as for every other DEL.
+func (inv *inventory) due(now time.Time) []*slot {
+	var out []*slot
+	for i := len(inv.record) - 1; i >= 0; i-- {
+		a := inv.record[i]
+		if h := a.Heal; h != nil && !h.GaveUp && !now.Before(h.Next) {
+			out = append(out, inv.slotFor(NetAttachment{Name: a.Network, Ifname: a.IfName}))
+		}
+	}
+	return out
+}
+
+// forStatus returns the attachments a status without requested networks
+// reports: those recorded at ADD, in ADD order; else the readable cache
+// entries (a pod set up by another library). None means the default
+// network (see [inventory.slotFor]).
+func (inv *inventory) forStatus() []*slot {
+	if inv.recordErr == nil && len(inv.record) > 0 {
+		out := make([]*slot, 0, len(inv.record))
+		for _, a := range inv.record {
+			out = append(out, inv.slotFor(NetAttachment{Name: a.Network, Ifname: a.IfName}))
+		}
+		return out
+	}
+	var out []*slot
+	for _, s := range inv.slots {
+		if s.entry != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// libcniMayRead reports whether libcni may read the slot's cache entry,
+// as prevResult and to remove it, for a list at cniVersion: only an entry
+// the inventory accepted, whose result libcni can decode. The error says
+// why an accepted entry's result cannot be used.
+func (s *slot) libcniMayRead(cniVersion string) (bool, error) {
+	if s.entry == nil {
+		return false, nil
+	}
+	if err := s.entry.CheckLibcniResult(cniVersion); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// setupInventory is what GC keeps of sandbox id, whose setup overlapped
+// it: the inventory as it is now (the cache entries planning saw, the
+// order record read again), with what planning read of the record
+// (planned) and what the setup asked for. An unreadable record leaves
+// the other two.
+func (m *Manager) setupInventory(id string, entries []*cache.Entry, planned []cache.Attachment, asked []NetAttachment,
+	set *networkSet,
+) *inventory {
+	recorded, err := m.cache.ReadOrder(id)
+	inv := mergeInventory(id, recorded, err, entries, nil, set)
+	inv.include(recordAttachments(planned))
+	inv.include(asked)
+	return inv
+}
+
+// hasCacheFiles reports whether any cache file of sandbox id is left,
+// readable or corrupt.
+func (m *Manager) hasCacheFiles(id string) (bool, error) {
+	left, err := m.cache.ForContainer(id)
+	return len(left.Entries) > 0 || len(left.Corrupt) > 0, err
+}
+
 // names reports whether a slot or a failure names (network, ifname).
 func (inv *inventory) names(network, ifname string) bool {
 	return inv.find(network, ifname) != nil || slices.ContainsFunc(inv.failures, func(o Outcome) bool {
@@ -255,13 +339,9 @@ func findLine(record []cache.Attachment, network, ifname string) *cache.Attachme
 	return nil
 }
 
-// sortForTeardown orders attachments for DEL: those missing from the
+// sortSlotsForTeardown orders slots for DEL: those missing from the
 // recorded ADD order first, by network then ifname descending, then the
 // recorded ones in reverse ADD order.
-func sortForTeardown(keys []NetAttachment, recorded []cache.Attachment) {
-	slices.SortStableFunc(keys, teardownOrder(recorded))
-}
-
 func sortSlotsForTeardown(slots []*slot, recorded []cache.Attachment) {
 	cmp := teardownOrder(recorded)
 	slices.SortStableFunc(slots, func(a, b *slot) int { return cmp(a.NetAttachment, b.NetAttachment) })

@@ -67,7 +67,15 @@ func TestSortForTeardown(t *testing.T) {
 		{Name: "c", Ifname: "eth2"},
 	}
 	recorded := []cache.Attachment{{Network: "a", IfName: "eth0"}, {Network: "b", IfName: "net1"}, {Network: "c", IfName: "eth2"}}
-	sortForTeardown(keys, recorded)
+	slots := make([]*slot, len(keys))
+	for i, k := range keys {
+		slots[i] = &slot{NetAttachment: k}
+	}
+	sortSlotsForTeardown(slots, recorded)
+	keys = keys[:0]
+	for _, s := range slots {
+		keys = append(keys, s.NetAttachment)
+	}
 	assert.Equal(t, []NetAttachment{
 		{Name: "z", Ifname: "eth9"}, {Name: "dup", Ifname: "eth0"}, // unrecorded, descending
 		{Name: "c", Ifname: "eth2"}, {Name: "b", Ifname: "net1"}, {Name: "a", Ifname: "eth0"}, // reverse ADD order

@@ -91,13 +91,12 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		}
 		p.list, p.rt, p.policy = list, rt, policy
 	}
-	if s.entry != nil && p.entryPath == "" {
-		if err := s.entry.CheckLibcniResult(p.list.CNIVersion); err != nil {
-			plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
-			p.entryPath = s.entry.Path
-		}
+	ok, err := s.libcniMayRead(p.list.CNIVersion)
+	if err != nil {
+		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
+		p.entryPath = s.entry.Path
 	}
-	p.useCache = s.entry != nil && p.entryPath == ""
+	p.useCache = ok
 	return p, nil
 }
 

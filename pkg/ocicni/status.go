@@ -70,37 +70,31 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 }
 
 // statusSlots picks the attachments to report from the pod's inventory:
-// the requested ones; else those recorded at ADD, in ADD order; else the
-// container's readable cache entries (a pod set up by another library);
-// else the default network.
+// the requested ones; else those of [inventory.forStatus]; else the
+// default network.
 func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entry) ([]*slot, error) {
+	var requested []NetAttachment
 	if len(pod.Networks) > 0 {
 		atts, err := assignIfnames(pod.Networks, "")
 		if err != nil {
 			return nil, err
 		}
-		return m.takeInventory(pod.ID, atts, set, log).slots, nil
+		requested = atts
 	}
-	record, rerr := m.cache.ReadOrder(pod.ID)
-	if rerr == nil && len(record) > 0 {
-		atts := make([]NetAttachment, len(record))
-		for i, a := range record {
-			atts[i] = NetAttachment{Name: a.Network, Ifname: a.IfName}
-		}
-		return m.inventoryOf(pod.ID, atts, record, nil, set, log).slots, nil
+	inv := m.takeInventory(pod.ID, requested, set, log)
+	if requested != nil {
+		return inv.slots, nil
 	}
 	// A listing failure, like a corrupt entry, leaves the default network:
 	// status then reports what the netns holds.
-	inv := m.inventoryOf(pod.ID, nil, nil, nil, set, log)
-	slots := slices.DeleteFunc(inv.slots, func(s *slot) bool { return s.entry == nil })
-	if len(slots) > 0 {
+	if slots := inv.forStatus(); len(slots) > 0 {
 		return slots, nil
 	}
 	atts, err := assignIfnames(nil, set.DefaultName())
 	if err != nil {
 		return nil, m.explainDefault(err, set)
 	}
-	return []*slot{{NetAttachment: atts[0]}}, nil
+	return []*slot{inv.slotFor(atts[0])}, nil
 }
 
 // checkOne returns the attachment's cached result, after CHECK where the
@@ -129,7 +123,7 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
 			return cached, nil
 		}
-		if p.entryPath != "" {
+		if !p.useCache {
 			// libcni's CHECK would fail on (or panic over) this cached
 			// result; planFor logged why.
 			return res, nil

@@ -63,8 +63,7 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 // order to run them: the requested networks in reverse request order, or,
 // with none requested, every attachment the inventory holds in reverse
 // ADD order. With nothing known at all it plans the default network's
-// eth0: the ADD may have failed before anything was recorded, and DEL is
-// harmless when there is nothing to delete.
+// eth0 (see [inventory.orDefault]).
 func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory, []*plan, error) {
 	set := m.snapshot()
 	var requested []NetAttachment
@@ -81,9 +80,7 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 		log.WithError(inv.recordErr).Warn("Cannot read attachment order; using the fallback order")
 	}
 	if requested == nil {
-		if len(inv.slots) == 0 && len(inv.failures) == 0 && set.DefaultName() != "" {
-			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: set.DefaultName(), Ifname: DefaultInterfaceName}})
-		}
+		inv.orDefault(set.DefaultName())
 		sortSlotsForTeardown(inv.slots, inv.record)
 	}
 	plans := make([]*plan, 0, len(inv.slots))
