@@ -199,43 +199,6 @@ func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*pl
 	return order, nil
 }
 
-// recordSetup saves the config of every plan and writes the sandbox's
-// order record, both durably, before any ADD runs, so that whatever a
-// crash or a power loss interrupts can still be deleted. It returns the
-// record. Attachments that an earlier setup of the same sandbox ID left
-// recorded are kept at the end of the record, so that teardown and GC
-// still delete them, but their pending DEL retries are cancelled: the
-// runtime is creating the sandbox again.
-func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
-	order := make([]cache.Attachment, 0, len(plans))
-	for _, p := range plans {
-		digest, err := m.cache.SaveConfig(pod.ID, p.list.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		order = append(order, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: digest})
-	}
-	old, _ := m.cache.ReadOrder(pod.ID) // an unreadable record is replaced
-	for _, a := range old {
-		if findLine(order, a.Network, a.IfName) != nil {
-			continue
-		}
-		if a.Heal != nil {
-			log.WithFields(logrus.Fields{"network": a.Network, "ifname": a.IfName}).
-				Info("Setup of the sandbox cancels a pending DEL retry; the attachment stays recorded for teardown and GC")
-			a.Heal = nil
-		}
-		order = append(order, a)
-	}
-	if err := m.cache.WriteOrder(pod.ID, order); err != nil {
-		return nil, err
-	}
-	if err := m.cache.ReleaseConfigs(pod.ID, unusedConfigs(old, order)...); err != nil {
-		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
-	}
-	return order, nil
-}
-
 // failSetup rolls back a setup whose ADD of plans[failed] failed: DEL for
 // it and the attachments before it, in reverse order, under
 // [WithRollbackTimeout]; the attachments after it, never added, leave the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	"github.com/sirupsen/logrus"
 
@@ -40,8 +39,12 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	if len(files) == 0 {
 		return nil, nil
 	}
-	if err := m.recordAll(&pod, inv, files, log); err != nil {
-		return nil, err
+	lines, err := m.forgottenLines(&pod, inv, files)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
+	}
+	if err := m.recordForgotten(pod.ID, inv, lines, log); err != nil {
+		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", pod.ID, err)
 	}
 	var removed []string
 	var errs []error
@@ -58,36 +61,26 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	return removed, errors.Join(errs...)
 }
 
-// recordAll adds to the sandbox's order record every attachment its cache
-// files name that the record lacks, replacing an unreadable record, with
-// the netns of the entry (else the pod's) and, for a readable entry, its
-// cached config saved with the record, so that GC deletes the attachment
-// with it even when its config file is gone.
-func (m *Manager) recordAll(pod *PodNetwork, inv *inventory, files []cacheFile, log *logrus.Entry) error {
-	recorded := inv.record
-	if inv.recordErr != nil {
-		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
-		recorded = nil
-	}
-	atts := slices.Clone(recorded)
+// forgottenLines returns the record lines of the attachments that the
+// cache files name and the record lacks, with the netns of the entry
+// (else the pod's) and, for a readable entry, its cached config saved
+// with the record, so that GC deletes the attachment with it even when
+// its config file is gone. An unreadable record lacks every one.
+func (m *Manager) forgottenLines(pod *PodNetwork, inv *inventory, files []cacheFile) ([]cache.Attachment, error) {
+	var lines []cache.Attachment
 	for _, f := range files {
 		network, ifname := f.names()
-		if network == "" || findLine(atts, network, ifname) != nil {
+		if network == "" || findLine(lines, network, ifname) != nil ||
+			inv.recordErr == nil && findLine(inv.record, network, ifname) != nil {
 			continue
 		}
 		a, err := m.forgottenLine(pod, f)
 		if err != nil {
-			return fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
+			return nil, err
 		}
-		atts = append(atts, a)
+		lines = append(lines, a)
 	}
-	if inv.recordErr == nil && len(atts) == len(recorded) {
-		return nil
-	}
-	if err := m.cache.WriteOrder(pod.ID, atts); err != nil {
-		return fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", pod.ID, err)
-	}
-	return nil
+	return lines, nil
 }
 
 // forgottenLine is the record line of the attachment a cache file names.

@@ -127,28 +127,3 @@ func (m *Manager) stillStale(p *stalePlan, recorded []cache.Attachment) bool {
 		return a.Network == p.Name && a.IfName == p.Ifname
 	})
 }
-
-// pruneStaleRecord updates the order record of a stale container after
-// GC's DELs, from the record as read under the container's lock (see
-// [Manager.settle]): an attachment leaves it only once its DEL succeeded
-// or its plugin said it is gone, and a failed one is retried in the
-// background. An unreadable record goes once no cache entry of the
-// container is left, readable or corrupt.
-func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
-	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
-		m.settle(id, recorded, rerr, nil, plans, outcomes, log)
-		return
-	}
-	left, err := m.hasCacheFiles(id)
-	if err != nil {
-		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")
-		return
-	}
-	if left {
-		return
-	}
-	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
-	if err := m.cache.RemoveOrder(id); err != nil {
-		log.WithError(err).Warn("Cannot remove attachment order record")
-	}
-}

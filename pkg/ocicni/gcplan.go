@@ -73,15 +73,6 @@ func (v *validSet) addAll(id string, inv *inventory) {
 	}
 }
 
-// records holds every attachment order record, read once per GC.
-type records struct {
-	byID    map[string][]cache.Attachment
-	corrupt map[string]error // unreadable records, by container ID
-	// saved are the shared copies of the saved configs and the records'
-	// links to them, listed with the records.
-	saved []cache.SavedConfig
-}
-
 // planGC lists the cache once, reads the order records once, and plans
 // the DELs of every attachment that neither a valid pod nor a setup seen
 // by watch owns: for each other container, everything its inventory
@@ -91,7 +82,11 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	// The records are read after the listing: a setup writes its record
 	// before its cache entry, so a half-written entry's record is seen.
 	listing, lerr := m.cache.List()
-	recs, errs := m.readRecords()
+	var errs []error
+	recs, err := m.scanRecords()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if lerr != nil {
 		errs = append(errs, lerr)
 	}
@@ -211,30 +206,6 @@ func (s *staleSet) container(id string) *staleContainer {
 		s.list = append(s.list, sc)
 	}
 	return sc
-}
-
-// readRecords reads every order record, and lists the saved configs with
-// them (one listing of the records' directory). A listing failure is
-// returned; unreadable records are kept in corrupt (and reported once:
-// they are not errors of this GC, but they cannot guide it). A record
-// removed since the listing is skipped.
-func (m *Manager) readRecords() (*records, []error) {
-	recs := &records{byID: map[string][]cache.Attachment{}, corrupt: map[string]error{}}
-	ids, saved, err := m.cache.ListOrdersAndConfigs()
-	if err != nil {
-		return recs, []error{err}
-	}
-	recs.saved = saved
-	for _, id := range ids {
-		atts, err := m.cache.ReadOrder(id)
-		switch {
-		case err != nil:
-			recs.corrupt[id] = err
-		case atts != nil:
-			recs.byID[id] = atts
-		}
-	}
-	return recs, nil
 }
 
 // validAttachments builds, per network, the attachments of valid pods:

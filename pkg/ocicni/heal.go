@@ -80,17 +80,18 @@ func (p HealPolicy) backoff(attempts int) time.Duration {
 // mu is a leaf lock: never held while waiting for another lock or while a
 // plugin runs.
 type healer struct {
-	m      *Manager
 	policy HealPolicy
-	mu     sync.Mutex           // guards due and queue
-	due    map[string]time.Time // sandbox ID -> when its next retry is due
-	queue  healQueue            // due's entries by time, and stale ones (see next)
-	wake   chan struct{}        // capacity 1: the schedule changed
-	active bgwork.Tracker       // retries in flight, which Shutdown waits for
+	log    *logrus.Entry
+	retry  func(ctx context.Context, id string) // runs sandbox id's due retries; see Manager.retryDELs
+	mu     sync.Mutex                           // guards due and queue
+	due    map[string]time.Time                 // sandbox ID -> when its next retry is due
+	queue  healQueue                            // due's entries by time, and stale ones (see next)
+	wake   chan struct{}                        // capacity 1: the schedule changed
+	active bgwork.Tracker                       // retries in flight, which Shutdown waits for
 }
 
-func newHealer(m *Manager, p HealPolicy) *healer {
-	return &healer{m: m, policy: p, due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+func newHealer(p HealPolicy, log *logrus.Entry, retry func(ctx context.Context, id string)) *healer {
+	return &healer{policy: p, log: log, retry: retry, due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 }
 
 // schedule asks for a retry of sandbox id at the time at, or earlier if
@@ -155,12 +156,17 @@ func (h *healer) take(id string) {
 	h.mu.Unlock()
 }
 
-// run resumes the retries recorded by earlier managers, then runs retries
-// as they fall due, at most policy.Concurrency at a time, until ctx ends.
-// Retries in flight then finish within their own timeout; Shutdown waits
-// for them.
-func (h *healer) run(ctx context.Context) {
-	h.resume()
+// run schedules the retries that earlier managers recorded (resumed: by
+// sandbox, when its first is due), then runs retries as they fall due, at
+// most policy.Concurrency at a time, until ctx ends. Retries in flight
+// then finish within their own timeout; Shutdown waits for them.
+func (h *healer) run(ctx context.Context, resumed map[string]time.Time) {
+	for id, at := range resumed {
+		h.schedule(id, at)
+	}
+	if len(resumed) > 0 {
+		h.log.WithField("sandboxes", len(resumed)).Info("Resuming background DEL retries")
+	}
 	slots := make(chan struct{}, h.policy.Concurrency)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -193,72 +199,4 @@ func (h *healer) run(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// resume schedules the pending retries found in the order records.
-func (h *healer) resume() {
-	ids, err := h.m.cache.ListOrders()
-	if err != nil {
-		h.m.log.WithError(err).Warn("Cannot list attachment order records; pending DEL retries resume at the next teardown or GC")
-		return
-	}
-	n := 0
-	for _, id := range ids {
-		record, err := h.m.cache.ReadOrder(id)
-		if err != nil {
-			continue // GC reports unreadable records
-		}
-		if due, ok := earliestHeal(record); ok {
-			h.schedule(id, due)
-			n++
-		}
-	}
-	if n > 0 {
-		h.m.log.WithField("sandboxes", n).Info("Resuming background DEL retries")
-	}
-}
-
-// retry runs the due DELs of sandbox id under its lock. The wait for the
-// lock ends with ctx (Shutdown); the DELs run under the policy's timeout,
-// and not under ctx, so that Shutdown lets a retry in flight finish.
-func (h *healer) retry(ctx context.Context, id string) {
-	unlock, err := h.m.pods.lock(ctx, id)
-	if err != nil {
-		return // shutting down: the record keeps the retry for the next manager
-	}
-	defer unlock()
-	log := h.m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
-	set := h.m.snapshot()
-	inv := h.m.takeInventory(id, nil, set, log)
-	if inv.recordErr != nil {
-		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
-		return
-	}
-	due := inv.due(time.Now())
-	if len(due) == 0 {
-		if at, ok := earliestHeal(inv.record); ok { // a teardown or setup changed it meanwhile
-			h.schedule(id, at)
-		}
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.policy.Timeout)
-	defer cancel()
-	pod := &PodNetwork{ID: id}
-	plans := make([]*plan, 0, len(due))
-	for _, s := range due {
-		p, err := h.m.planFor(pod, "", s, set, log)
-		if err != nil { // cannot happen: the record's names were validated on read
-			log.WithError(err).Warn("Cannot plan the DEL retry of a recorded attachment")
-			continue
-		}
-		plans = append(plans, p)
-	}
-	outcomes := h.m.deleteAll(dctx, plans, log, reasonHeal)
-	for _, o := range outcomes {
-		if !o.Failure() {
-			log.WithFields(logrus.Fields{"network": o.Network, "ifname": o.IfName}).
-				Info("Background DEL retry finished a teardown")
-		}
-	}
-	h.m.settle(id, inv.record, nil, nil, plans, outcomes, log)
 }

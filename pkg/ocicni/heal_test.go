@@ -336,7 +336,7 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	require.Len(t, order, 2)
 	assert.Equal(t, "other", order[0].Network)
 	assert.Equal(t, "flaky", order[1].Network, "the earlier attachment stays recorded for teardown and GC")
-	m.healer.retry(context.Background(), pod.ID) // as if it fell due now
+	m.retryDELs(context.Background(), pod.ID) // as if it fell due now
 	assert.Zero(t, runs.count("DEL", pod.ID, reasonHeal), "the retry ran no DEL")
 
 	require.NoError(t, os.Remove(flag))
@@ -404,7 +404,7 @@ func TestHealResumesAfterKill(t *testing.T) {
 // The schedule hands out retries by time, then sandbox ID, each once, and
 // a retry moved earlier goes at its new time.
 func TestHealScheduleOrder(t *testing.T) {
-	h := newHealer(nil, HealPolicy{})
+	h := newHealer(HealPolicy{}, nil, nil)
 	t0 := time.Unix(1000, 0)
 	h.schedule("c", t0.Add(3*time.Second))
 	h.schedule("a", t0.Add(2*time.Second))

@@ -105,7 +105,7 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	m.conf = conf
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.healer = newHealer(m, o.heal)
+	m.healer = newHealer(o.heal, m.log, m.retryDELs)
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
 	if err := m.cache.IndexResults(); err != nil {
@@ -115,7 +115,7 @@ func New(opts ...Option) (*Manager, error) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.healer.run(m.ctx)
+			m.healer.run(m.ctx, m.pendingRetries())
 		}()
 	}
 	return m, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
@@ -233,4 +234,51 @@ func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logru
 		return &TeardownError{ContainerID: pod.ID, Outcomes: outcomes}
 	}
 	return nil
+}
+
+// retryDELs is the healer's retry (see [HealPolicy]): it runs the due
+// DELs of sandbox id, as its inventory knows them, under its lock. The
+// wait for the lock ends with ctx (Shutdown); the DELs run under the
+// policy's timeout, and not under ctx, so that Shutdown lets a retry in
+// flight finish.
+func (m *Manager) retryDELs(ctx context.Context, id string) {
+	unlock, err := m.pods.lock(ctx, id)
+	if err != nil {
+		return // shutting down: the record keeps the retry for the next manager
+	}
+	defer unlock()
+	log := m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
+	set := m.snapshot()
+	inv := m.takeInventory(id, nil, set, log)
+	if inv.recordErr != nil {
+		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
+		return
+	}
+	due := inv.due(time.Now())
+	if len(due) == 0 {
+		if at, ok := earliestHeal(inv.record); ok { // a teardown or setup changed it meanwhile
+			m.healer.schedule(id, at)
+		}
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.heal.Timeout)
+	defer cancel()
+	pod := &PodNetwork{ID: id}
+	plans := make([]*plan, 0, len(due))
+	for _, s := range due {
+		p, err := m.planFor(pod, "", s, set, log)
+		if err != nil { // cannot happen: the record's names were validated on read
+			log.WithError(err).Warn("Cannot plan the DEL retry of a recorded attachment")
+			continue
+		}
+		plans = append(plans, p)
+	}
+	outcomes := m.deleteAll(dctx, plans, log, reasonHeal)
+	for _, o := range outcomes {
+		if !o.Failure() {
+			log.WithFields(logrus.Fields{"network": o.Network, "ifname": o.IfName}).
+				Info("Background DEL retry finished a teardown")
+		}
+	}
+	m.settle(id, inv.record, nil, nil, plans, outcomes, log)
 }

@@ -1,0 +1,383 @@
+package ocicni
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// This file is the one door to the attachment order records (see the
+// package doc, "Cache layout"): it alone writes, removes and lists them.
+// Every writer computes the next record with [nextRecord] and writes it
+// with [Manager.writeRecord]; every listing is [Manager.scanRecords].
+
+// maxLastErrorLen bounds the error message a record keeps for operators.
+const maxLastErrorLen = 1024
+
+// recordChange is what happened to a sandbox's attachments since its
+// order record was read; [nextRecord] applies it.
+type recordChange struct {
+	// added are the lines of a setup's attachments, in ADD order. They
+	// lead the record; the old lines they do not name follow, so that
+	// teardown and GC still delete them, with their pending DEL retries
+	// cancelled: the runtime is creating the sandbox again.
+	added []cache.Attachment
+	// forgotten are lines of attachments whose cache files are dropped
+	// (see [Manager.ForgetPodCache]); each the record lacks is appended.
+	forgotten []cache.Attachment
+	// never are attachments a setup recorded but never added: their
+	// lines go.
+	never []NetAttachment
+	// outcomes are DELs' outcomes: the line of an attachment deleted, or
+	// gone, goes; a failed one stays, or is added with lineFor when only
+	// its cache entry knew it, and its retry state is updated.
+	outcomes []Outcome
+	lineFor  func(Outcome) (cache.Attachment, bool)
+}
+
+// nextRecord returns sandbox id's order record after change, from the
+// record as read (old), and whether it differs from old. Setups always
+// write their record, so change.added counts as a change.
+func nextRecord(id string, old []cache.Attachment, change recordChange, pol HealPolicy, now time.Time, log *logrus.Entry,
+) ([]cache.Attachment, bool) {
+	next := slices.Clone(change.added)
+	changed := len(change.added) > 0
+	for _, a := range old {
+		if change.added != nil && findLine(next, a.Network, a.IfName) != nil ||
+			slices.Contains(change.never, NetAttachment{Name: a.Network, Ifname: a.IfName}) {
+			changed = true
+			continue
+		}
+		if change.added != nil && a.Heal != nil {
+			log.WithFields(logrus.Fields{"network": a.Network, "ifname": a.IfName}).
+				Info("Setup of the sandbox cancels a pending DEL retry; the attachment stays recorded for teardown and GC")
+			a.Heal = nil
+		}
+		next = append(next, a)
+	}
+	for _, a := range change.forgotten {
+		if findLine(next, a.Network, a.IfName) == nil {
+			next = append(next, a)
+			changed = true
+		}
+	}
+	for _, o := range change.outcomes {
+		if o.ContainerID != id || o.Network == "" {
+			continue
+		}
+		i := slices.IndexFunc(next, func(a cache.Attachment) bool { return a.Network == o.Network && a.IfName == o.IfName })
+		switch {
+		case (o.Class == Deleted || o.Class == AlreadyGone) && i >= 0:
+			next = slices.Delete(next, i, i+1)
+			changed = true
+		case o.Failure():
+			if i < 0 {
+				line, ok := change.lineFor(o)
+				if !ok {
+					continue
+				}
+				next = append(next, line)
+				i = len(next) - 1
+			}
+			markFailed(&next[i], o, pol, now, log)
+			changed = true
+		}
+	}
+	return next, changed
+}
+
+// markFailed updates the heal state of a record line after a failed DEL,
+// on a copy: the old record's lines are never changed. It does so with
+// healing off too: the state then tells operators
+// ([Manager.PendingTeardowns]) and a manager started later with healing
+// on, which resumes the retries.
+func markFailed(a *cache.Attachment, o Outcome, pol HealPolicy, now time.Time, log *logrus.Entry) {
+	h := &cache.Heal{Since: now}
+	if a.Heal != nil {
+		*h = *a.Heal
+	}
+	a.Heal = h
+	h.Attempts++
+	if o.Err != nil {
+		h.LastError = truncate(o.Err.Error(), maxLastErrorLen)
+	}
+	if h.GaveUp {
+		return
+	}
+	if now.Sub(h.Since) >= pol.Horizon {
+		h.GaveUp, h.Next = true, time.Time{}
+		log.WithFields(logrus.Fields{
+			"network": a.Network, "ifname": a.IfName, "attempts": h.Attempts, "since": h.Since,
+		}).WithError(o.Err).Warn("Giving up retrying the DEL of an attachment; it stays recorded for GC")
+		return
+	}
+	h.Next = now.Add(pol.backoff(h.Attempts))
+}
+
+// writeRecord makes next sandbox id's order record, durably, in place of
+// old: an empty one is removed. The saved configs that old uses and next
+// does not are released (a failure is logged: GC removes them), and a
+// pending retry in next is scheduled.
+func (m *Manager) writeRecord(id string, old, next []cache.Attachment, log *logrus.Entry) error {
+	var err error
+	if len(next) == 0 {
+		err = m.cache.RemoveOrder(id)
+	} else {
+		err = m.cache.WriteOrder(id, next)
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.cache.ReleaseConfigs(id, unusedConfigs(old, next)...); err != nil {
+		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
+	}
+	if due, ok := earliestHeal(next); ok {
+		m.healer.schedule(id, due)
+	}
+	return nil
+}
+
+// recordSetup saves the config of every plan and writes the sandbox's
+// order record, both durably, before any ADD runs, so that whatever a
+// crash or a power loss interrupts can still be deleted. It returns the
+// record (see [recordChange.added]). An unreadable record is replaced.
+func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
+	added := make([]cache.Attachment, 0, len(plans))
+	for _, p := range plans {
+		digest, err := m.cache.SaveConfig(pod.ID, p.list.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: digest})
+	}
+	old, _ := m.cache.ReadOrder(pod.ID) // an unreadable record is replaced
+	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, m.opts.heal, time.Now(), log)
+	if err := m.writeRecord(pod.ID, old, next, log); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// recordForgotten adds lines to the sandbox's order record, as read into
+// inv, before its cache files are dropped; an unreadable record is
+// replaced.
+func (m *Manager) recordForgotten(id string, inv *inventory, lines []cache.Attachment, log *logrus.Entry) error {
+	old := inv.record
+	if inv.recordErr != nil {
+		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
+		old = nil
+	}
+	next, changed := nextRecord(id, old, recordChange{forgotten: lines}, m.opts.heal, time.Now(), log)
+	if inv.recordErr == nil && !changed {
+		return nil
+	}
+	return m.writeRecord(id, old, next, log)
+}
+
+// settle writes sandbox id's order record after DELs (a teardown, a
+// rollback, GC or a heal retry) from the record as read under the
+// sandbox's lock before the DELs (recorded, rerr); see [recordChange]
+// for what each outcome does. A failed attachment that only its cache
+// entry knew is added with the config its DEL ran with, saved, so that
+// it can be deleted when the entry is removed by hand. An unreadable
+// record cannot guide anything: it goes when no DEL failed, and is
+// replaced by the failed attachments otherwise. Failures to write are
+// logged: the record then stays as it was, which costs at most a
+// harmless repeated DEL.
+func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
+	outcomes []Outcome, log *logrus.Entry,
+) {
+	change := recordChange{never: never, outcomes: outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
+		return m.lineFor(plans, o, log)
+	}}
+	next, changed := nextRecord(id, recorded, change, m.opts.heal, time.Now(), log)
+	if rerr == nil && !changed {
+		return
+	}
+	if err := m.writeRecord(id, recorded, next, log); err != nil {
+		log.WithError(err).Warn("Cannot update attachment order record")
+	}
+}
+
+// lineFor builds the record line of a failed attachment that only its
+// cache entry knew, saving the config its DEL ran with.
+func (m *Manager) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Attachment, bool) {
+	line := cache.Attachment{Network: o.Network, IfName: o.IfName}
+	i := slices.IndexFunc(plans, func(p *plan) bool { return p.Name == o.Network && p.Ifname == o.IfName })
+	if i < 0 || plans[i].list == nil {
+		return line, false // nothing to delete it with: the cache entry, if any, stays
+	}
+	p := plans[i]
+	if p.rt != nil {
+		line.NetNS = p.rt.NetNS
+	}
+	digest, err := m.cache.SaveConfig(p.id, p.list.Bytes)
+	if err != nil {
+		planLog(log, p, "DEL").WithError(err).Warn("Cannot save the config of a failed attachment")
+	} else {
+		line.Config = digest
+	}
+	return line, true
+}
+
+// pruneStaleRecord updates the order record of a stale container after
+// GC's DELs, from the record as read under the container's lock (see
+// [Manager.settle]). An unreadable record goes once no cache entry of the
+// container is left, readable or corrupt.
+func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
+	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
+		m.settle(id, recorded, rerr, nil, plans, outcomes, log)
+		return
+	}
+	left, err := m.hasCacheFiles(id)
+	if err != nil {
+		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")
+		return
+	}
+	if left {
+		return
+	}
+	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
+	if err := m.cache.RemoveOrder(id); err != nil {
+		log.WithError(err).Warn("Cannot remove attachment order record")
+	}
+}
+
+// removeStrays removes what a setup killed before it wrote its record may
+// have left for sandbox id: links to saved configs and a temporary record
+// (see [cache.Cache.RemoveStrays]). The caller holds the sandbox's lock
+// and found no record. A failure is logged: GC removes the strays later.
+func (m *Manager) removeStrays(id string, log *logrus.Entry) {
+	if err := m.cache.RemoveStrays(id); err != nil {
+		log.WithError(err).Warn("Cannot remove the saved-config links of a sandbox without an attachment order record")
+	}
+}
+
+// records holds every attachment order record, read by one scan.
+type records struct {
+	ids     []string // every record's sandbox, sorted
+	byID    map[string][]cache.Attachment
+	corrupt map[string]error // unreadable records, by container ID
+	// saved are the shared copies of the saved configs and the records'
+	// links to them, listed with the records.
+	saved []cache.SavedConfig
+}
+
+// scanRecords reads every order record, and lists the saved configs with
+// them (one listing of the records' directory): the one scan behind
+// [Manager.PendingTeardowns], the healer's resume at start, and GC. A
+// listing failure is returned; unreadable records are kept in corrupt. A
+// record removed since the listing is skipped.
+func (m *Manager) scanRecords() (*records, error) {
+	recs := &records{byID: map[string][]cache.Attachment{}, corrupt: map[string]error{}}
+	ids, saved, err := m.cache.ListOrdersAndConfigs()
+	if err != nil {
+		return recs, err
+	}
+	recs.saved = saved
+	for _, id := range ids {
+		atts, err := m.cache.ReadOrder(id)
+		switch {
+		case err != nil:
+			recs.corrupt[id] = err
+		case atts != nil:
+			recs.byID[id] = atts
+		default:
+			continue
+		}
+		recs.ids = append(recs.ids, id)
+	}
+	return recs, nil
+}
+
+// PendingTeardown is an attachment whose DEL failed and that the manager
+// retries in the background (see [HealPolicy]), or gave up retrying.
+type PendingTeardown struct {
+	ContainerID string
+	Network     string
+	IfName      string
+	// Attempts counts the failed DELs so far.
+	Attempts int
+	// Since is when the first DEL failed; NextAttempt when the next retry
+	// is due (zero once GaveUp).
+	Since, NextAttempt time.Time
+	LastError          string
+	// GaveUp is set once the horizon passed: no more retries; the
+	// attachment stays recorded for GC.
+	GaveUp bool
+}
+
+// PendingTeardowns lists, from the order records in the cache dir, every
+// attachment whose DEL failed and has not succeeded since, sorted by
+// container and ADD order. It reads the records of every manager that
+// shares the cache dir.
+func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) {
+	recs, err := m.scanRecords()
+	if err != nil {
+		return nil, err
+	}
+	var out []PendingTeardown
+	for _, id := range recs.ids {
+		for _, a := range recs.byID[id] {
+			if h := a.Heal; h != nil {
+				out = append(out, PendingTeardown{
+					ContainerID: id, Network: a.Network, IfName: a.IfName,
+					Attempts: h.Attempts, Since: h.Since, NextAttempt: h.Next, LastError: h.LastError, GaveUp: h.GaveUp,
+				})
+			}
+		}
+	}
+	return out, nil
+}
+
+// pendingRetries returns, by sandbox, when the first pending DEL retry
+// recorded in the order records is due: what the healer resumes at start.
+// Unreadable records are left to GC, which reports them.
+func (m *Manager) pendingRetries() map[string]time.Time {
+	recs, err := m.scanRecords()
+	if err != nil {
+		m.log.WithError(err).Warn("Cannot list attachment order records; pending DEL retries resume at the next teardown or GC")
+		return nil
+	}
+	out := map[string]time.Time{}
+	for id, record := range recs.byID {
+		if due, ok := earliestHeal(record); ok {
+			out[id] = due
+		}
+	}
+	return out
+}
+
+// unusedConfigs returns the saved configs that before uses and after does
+// not.
+func unusedConfigs(before, after []cache.Attachment) []string {
+	var out []string
+	for _, a := range before {
+		if a.Config != "" && !slices.Contains(out, a.Config) &&
+			!slices.ContainsFunc(after, func(b cache.Attachment) bool { return b.Config == a.Config }) {
+			out = append(out, a.Config)
+		}
+	}
+	return out
+}
+
+// earliestHeal returns when the first pending retry of a record is due.
+func earliestHeal(record []cache.Attachment) (time.Time, bool) {
+	var due time.Time
+	for _, a := range record {
+		if h := a.Heal; h != nil && !h.GaveUp && (due.IsZero() || h.Next.Before(due)) {
+			due = h.Next
+		}
+	}
+	return due, !due.IsZero()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
