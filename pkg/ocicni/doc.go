@@ -84,24 +84,38 @@
 // # Locking
 //
 // Operations on one sandbox (keyed by its ID) are serialized; operations on
-// different sandboxes run concurrently. The lock order is: the GC gate,
-// then the sandbox's lock. Pod operations hold the gate shared. So does
-// [Manager.GC] while it deletes a stale sandbox, together with that
-// sandbox's lock, exactly like a pod operation; it holds the gate
-// exclusively, and no sandbox lock, only while it sends the GC verb.
-// Nothing waits for the gate exclusively while holding it shared or
-// holding a sandbox's lock, so GC and pod operations cannot deadlock. A pod
-// operation waits at most for GC's DELs of its own sandbox, or for the GC
-// verbs (at most 10 s), never for a whole GC, and never for another
-// sandbox's plugins. GC takes the gate when no operation is in flight; on
-// a node that has no such moment within a second, it holds new operations
-// back for at most 200 ms at a time while those in flight finish, so a
-// new operation waits at most that long for a GC waiting for the gate. If
-// GC's context ends first, it skips the verbs ([ErrGCVerbsSkipped]) and
-// the next GC sends them. The network set is an atomic pointer, so neither [Manager.Status]
-// nor a new pod ever waits for a reload or for another pod's plugins, and
-// no lock that they need is held while a plugin runs. Every lock wait
-// respects the context.
+// different sandboxes run concurrently. This section is the one full
+// statement of the manager's lock order.
+//
+// The lock order is: the GC gate, then the sandbox's lock.
+//   - A pod operation takes the gate shared, then its sandbox's lock. A
+//     background rollback (see "Setup") drops the gate and keeps only the
+//     sandbox's lock; a heal retry (see "Healing") takes only the
+//     sandbox's lock. So no node-wide lock is held while their plugins run.
+//   - [Manager.GC] plans without any lock. For each stale sandbox, a DEL
+//     worker takes the gate shared and then that sandbox's lock, exactly
+//     like a pod operation, and holds no other lock; a worker that gives
+//     way to setups waits for its turn before taking them, and rests after
+//     releasing them. GC holds the gate exclusively, and no sandbox lock,
+//     only while it sends the GC verbs (at most 10 s).
+//   - Nothing waits for the gate exclusively while holding it shared or
+//     holding a sandbox's lock, so GC and pod operations cannot deadlock.
+//   - The manager's other locks (the tracker of setups in flight, the
+//     healer's schedule) are leaves: taken under any of these, never held
+//     while waiting for anything.
+//
+// A pod operation therefore waits at most for GC's DELs of its own sandbox,
+// or for the GC verbs, never for a whole GC, and never for another
+// sandbox's plugins. The gate prefers pod operations within bounds: GC
+// takes it when no operation is in flight; on a node that has no such
+// moment within a second, it holds new operations back for at most 200 ms
+// at a time while those in flight finish, so a new operation waits at most
+// that long for a GC waiting for the gate. If GC's context ends first, it
+// skips the verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The
+// network set is an atomic pointer, so neither [Manager.Status] nor a new
+// pod ever waits for a reload or for another pod's plugins, and no lock
+// that they need is held while a plugin runs. Every lock wait respects the
+// context.
 //
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
