@@ -169,7 +169,7 @@
 // the GC verbs, which pod operations wait for, keep the manager's
 // priority. As no priority keeps a plugin run from slowing the setups
 // beside it on a small node, GC also paces its DELs while pods are set up
-// (see [Manager.GCOutcomes]).
+// (see "Status and GC").
 //
 // # Observability
 //
@@ -339,8 +339,11 @@
 //
 // [Manager.GC] deletes every cached attachment that no valid pod owns, with
 // its cached config, so attachments of removed networks are collected too;
-// corrupt entries and attachments recorded at ADD but never cached are
-// deleted with the loaded config inside the netns recorded at ADD. It then
+// corrupt entries and attachments recorded at ADD but never cached (a
+// failed setup whose rollback failed, a crash during ADD) are deleted with
+// the loaded config inside the netns recorded at ADD. A corrupt entry's
+// file goes once its DEL succeeded; a recorded attachment without any
+// config is [Orphaned] and stays recorded for the next GC. It then
 // sends the GC verb, with the valid attachments (never a nil list, which
 // libcni reads as "delete everything"), to networks at 1.1.0 or later that
 // do not set disableGC. A valid pod's attachments are the union of the
@@ -349,20 +352,28 @@
 // only protect more. [Manager.GCOutcomes] is GC that also returns the
 // [Outcome] of every stale attachment it acted on or could not act on.
 //
-// GC does not stop pod operations while it runs. It plans without a lock,
-// from one listing of the cache and one reading of the order records. It
-// then deletes stale sandboxes in parallel, [WithGCWorkers] at a time (the
-// DELs of one sandbox run one after the other), each under that sandbox's
-// lock, skipping what a concurrent teardown deleted meanwhile. Only the GC
-// verb runs with the gate held exclusively, so no ADD runs while plugins
-// collect. GC takes the gate when no pod operation is in flight, without
-// holding back new ones, and sends the verbs within 10 s. A network it did
-// not reach by then, or by the end of its context, gets an error matching
-// [ErrGCVerbsSkipped], and the next GC sends it the verb. A sandbox whose
-// setup was in flight when GC began, or began since, may be missing from
-// the valid pods: GC deletes nothing of it, and passes its attachments to
-// the GC verb as valid, so a plugin's GC never releases what a pod being
-// set up holds.
+// GC does not stop pod operations while it runs (see "Locking"). It plans
+// without a lock, from one listing of the cache and one reading of the
+// order records. It then deletes stale sandboxes in parallel,
+// [WithGCWorkers] at a time (the DELs of one sandbox run one after the
+// other), each under that sandbox's lock, skipping what a concurrent
+// teardown deleted meanwhile. While pods are being set up (a setup in
+// flight, or one begun within the last 250 ms), GC gives way to them: one
+// worker deletes at a time, and rests three times as long as its
+// sandbox's DELs took before the next, unless that would let the DELs
+// left run past the context's deadline. On an idle node GC runs at full
+// speed. Only the GC verb runs with the gate held exclusively, so no ADD
+// runs while plugins collect. GC sends the verbs within 10 s; a network it
+// did not reach by then, or by the end of its context, gets an error
+// matching [ErrGCVerbsSkipped], and the next GC sends it the verb.
+//
+// A sandbox whose setup was in flight when GC began, or began since, may
+// be missing from the valid pods: GC deletes nothing of it (checked again
+// under its lock, so a setup that begins later runs after GC's DELs of
+// that sandbox, not during them), and passes its attachments to the GC
+// verb as valid. As the exclusive gate waits for every setup in flight, a
+// plugin's GC never sees a half-set-up pod, and never releases what a pod
+// being set up holds.
 //
 // # Cache layout
 //

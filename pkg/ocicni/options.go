@@ -253,8 +253,8 @@ func defaultGCWorkers() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
 // parallel, n >= 1. The DELs of one sandbox always run one after the
 // other, as the spec requires. The default is one per CPU that the
 // process may use (GOMAXPROCS), at least 2 and at most 8. While pods are
-// being set up, GC deletes one sandbox at a time whatever n is (see
-// [Manager.GCOutcomes]).
+// being set up, GC deletes one sandbox at a time whatever n is (see the
+// package doc, "Status and GC").
 func WithGCWorkers(n int) Option {
 	return func(o *options) error {
 		if n < 1 {
