@@ -73,9 +73,9 @@
 // records being written, ".cfg.*" are links to saved configs (see "Saved
 // configs"), and ".spare-*" are records that RemoveOrder retired and
 // WriteOrder reuses as its temporary file, because creating a file costs
-// far more than renaming one on some file systems (see BENCHMARKS.md). A
-// Cache keeps at most 32 spares, and the first WriteOrder of a Cache
-// adopts or removes those an earlier process left.
+// far more than renaming one on some file systems (see BENCHMARKS.md,
+// "Reused record files"). A Cache keeps at most 32 spares, and the first
+// WriteOrder of a Cache adopts or removes those an earlier process left.
 //
 // # Saved configs
 //

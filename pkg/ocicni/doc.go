@@ -84,24 +84,38 @@
 // # Locking
 //
 // Operations on one sandbox (keyed by its ID) are serialized; operations on
-// different sandboxes run concurrently. The lock order is: the GC gate,
-// then the sandbox's lock. Pod operations hold the gate shared. So does
-// [Manager.GC] while it deletes a stale sandbox, together with that
-// sandbox's lock, exactly like a pod operation; it holds the gate
-// exclusively, and no sandbox lock, only while it sends the GC verb.
-// Nothing waits for the gate exclusively while holding it shared or
-// holding a sandbox's lock, so GC and pod operations cannot deadlock. A pod
-// operation waits at most for GC's DELs of its own sandbox, or for the GC
-// verbs (at most 10 s), never for a whole GC, and never for another
-// sandbox's plugins. GC takes the gate when no operation is in flight; on
-// a node that has no such moment within a second, it holds new operations
-// back for at most 200 ms at a time while those in flight finish, so a
-// new operation waits at most that long for a GC waiting for the gate. If
-// GC's context ends first, it skips the verbs ([ErrGCVerbsSkipped]) and
-// the next GC sends them. The network set is an atomic pointer, so neither [Manager.Status]
-// nor a new pod ever waits for a reload or for another pod's plugins, and
-// no lock that they need is held while a plugin runs. Every lock wait
-// respects the context.
+// different sandboxes run concurrently. This section is the one full
+// statement of the manager's lock order.
+//
+// The lock order is: the GC gate, then the sandbox's lock.
+//   - A pod operation takes the gate shared, then its sandbox's lock. A
+//     background rollback (see "Setup") drops the gate and keeps only the
+//     sandbox's lock; a heal retry (see "Healing") takes only the
+//     sandbox's lock. So no node-wide lock is held while their plugins run.
+//   - [Manager.GC] plans without any lock. For each stale sandbox, a DEL
+//     worker takes the gate shared and then that sandbox's lock, exactly
+//     like a pod operation, and holds no other lock; a worker that gives
+//     way to setups waits for its turn before taking them, and rests after
+//     releasing them. GC holds the gate exclusively, and no sandbox lock,
+//     only while it sends the GC verbs (at most 10 s).
+//   - Nothing waits for the gate exclusively while holding it shared or
+//     holding a sandbox's lock, so GC and pod operations cannot deadlock.
+//   - The manager's other locks (the tracker of setups in flight, the
+//     healer's schedule) are leaves: taken under any of these, never held
+//     while waiting for anything.
+//
+// A pod operation therefore waits at most for GC's DELs of its own sandbox,
+// or for the GC verbs, never for a whole GC, and never for another
+// sandbox's plugins. The gate prefers pod operations within bounds: GC
+// takes it when no operation is in flight; on a node that has no such
+// moment within a second, it holds new operations back for at most 200 ms
+// at a time while those in flight finish, so a new operation waits at most
+// that long for a GC waiting for the gate. If GC's context ends first, it
+// skips the verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The
+// network set is an atomic pointer, so neither [Manager.Status] nor a new
+// pod ever waits for a reload or for another pod's plugins, and no lock
+// that they need is held while a plugin runs. Every lock wait respects the
+// context.
 //
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
@@ -155,7 +169,7 @@
 // the GC verbs, which pod operations wait for, keep the manager's
 // priority. As no priority keeps a plugin run from slowing the setups
 // beside it on a small node, GC also paces its DELs while pods are set up
-// (see [Manager.GCOutcomes]).
+// (see "Status and GC").
 //
 // # Observability
 //
@@ -325,8 +339,11 @@
 //
 // [Manager.GC] deletes every cached attachment that no valid pod owns, with
 // its cached config, so attachments of removed networks are collected too;
-// corrupt entries and attachments recorded at ADD but never cached are
-// deleted with the loaded config inside the netns recorded at ADD. It then
+// corrupt entries and attachments recorded at ADD but never cached (a
+// failed setup whose rollback failed, a crash during ADD) are deleted with
+// the loaded config inside the netns recorded at ADD. A corrupt entry's
+// file goes once its DEL succeeded; a recorded attachment without any
+// config is [Orphaned] and stays recorded for the next GC. It then
 // sends the GC verb, with the valid attachments (never a nil list, which
 // libcni reads as "delete everything"), to networks at 1.1.0 or later that
 // do not set disableGC. A valid pod's attachments are the union of the
@@ -335,20 +352,28 @@
 // only protect more. [Manager.GCOutcomes] is GC that also returns the
 // [Outcome] of every stale attachment it acted on or could not act on.
 //
-// GC does not stop pod operations while it runs. It plans without a lock,
-// from one listing of the cache and one reading of the order records. It
-// then deletes stale sandboxes in parallel, [WithGCWorkers] at a time (the
-// DELs of one sandbox run one after the other), each under that sandbox's
-// lock, skipping what a concurrent teardown deleted meanwhile. Only the GC
-// verb runs with the gate held exclusively, so no ADD runs while plugins
-// collect. GC takes the gate when no pod operation is in flight, without
-// holding back new ones, and sends the verbs within 10 s. A network it did
-// not reach by then, or by the end of its context, gets an error matching
-// [ErrGCVerbsSkipped], and the next GC sends it the verb. A sandbox whose
-// setup was in flight when GC began, or began since, may be missing from
-// the valid pods: GC deletes nothing of it, and passes its attachments to
-// the GC verb as valid, so a plugin's GC never releases what a pod being
-// set up holds.
+// GC does not stop pod operations while it runs (see "Locking"). It plans
+// without a lock, from one listing of the cache and one reading of the
+// order records. It then deletes stale sandboxes in parallel,
+// [WithGCWorkers] at a time (the DELs of one sandbox run one after the
+// other), each under that sandbox's lock, skipping what a concurrent
+// teardown deleted meanwhile. While pods are being set up (a setup in
+// flight, or one begun within the last 250 ms), GC gives way to them: one
+// worker deletes at a time, and rests three times as long as its
+// sandbox's DELs took before the next, unless that would let the DELs
+// left run past the context's deadline. On an idle node GC runs at full
+// speed. Only the GC verb runs with the gate held exclusively, so no ADD
+// runs while plugins collect. GC sends the verbs within 10 s; a network it
+// did not reach by then, or by the end of its context, gets an error
+// matching [ErrGCVerbsSkipped], and the next GC sends it the verb.
+//
+// A sandbox whose setup was in flight when GC began, or began since, may
+// be missing from the valid pods: GC deletes nothing of it (checked again
+// under its lock, so a setup that begins later runs after GC's DELs of
+// that sandbox, not during them), and passes its attachments to the GC
+// verb as valid. As the exclusive gate waits for every setup in flight, a
+// plugin's GC never sees a half-set-up pod, and never releases what a pod
+// being set up holds.
 //
 // # Cache layout
 //

@@ -21,93 +21,37 @@ import (
 // then sends the GC verb with the valid attachments to every loaded network
 // at CNI 1.1.0 or later that does not set disableGC. It continues past
 // every error and returns them joined. It is [Manager.GCOutcomes] without
-// the outcomes; see there for what it deletes, and how it runs beside pod
-// operations.
+// the outcomes; the package doc's "Status and GC" says what it deletes and
+// what it keeps.
 func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	_, err := m.GCOutcomes(ctx, validPods)
 	return err
 }
 
-// GCOutcomes deletes every attachment that does not belong to a pod in
-// validPods, then sends the GC verb with the valid attachments to every
-// loaded network at CNI 1.1.0 or later that does not set disableGC.
+// GCOutcomes is [Manager.GC] that also returns the [Outcome] of every
+// stale attachment GC acted on or could not act on. What GC deletes, what
+// it keeps for valid pods and for setups in flight, and how it runs beside
+// pod operations are in the package doc: "Status and GC" and "Locking".
 //
-//   - Stale cache entries get DEL with their cached config, so attachments
-//     of networks whose file was removed are collected too.
-//   - Corrupt cache entries get DEL with the loaded config of their network,
-//     where there is one, and are then removed.
-//   - Attachments recorded at ADD but never cached (a failed setup whose
-//     rollback failed, or a crash during ADD) get DEL with the loaded
-//     config. Without one they are reported as [Orphaned] and stay
-//     recorded for the next GC.
-//   - A valid pod's attachments are the union of the networks it names,
-//     its cache entries, its order record and, when it names none, the
-//     default network on eth0, so a pod never loses an attachment on a
-//     network that is no longer the default.
+// The outcomes come in this order: first the corrupt cache files that
+// name no container GC could tell (Failed, with what their name says);
+// then, for each stale container in the order planned, the attachments no
+// DEL can act on (a corrupt cache entry without a config to delete it
+// with, or one that cannot be planned: Failed), and then its DELs in the
+// order they ran (Deleted, AlreadyGone, RetryLater, Failed, Orphaned or
+// NoConfig; RetryLater with ctx's error for each when ctx ended before GC
+// held the container's lock). An outcome is a failure exactly when
+// [Outcome.Failure] says so: GC applies no [TeardownPolicy], so none is
+// Tolerated. Left out are the attachments of valid pods, those a teardown
+// deleted after GC planned (the teardown reports them), and those of a
+// sandbox whose setup began while GC ran: GC did not act on them.
 //
-// It returns the outcome of every stale attachment GC acted on or could
-// not act on, and continues past every error. First come the corrupt
-// cache files that name no container GC could tell (Failed, with what
-// their name says). Then, for each stale container in the order planned,
-// the attachments no DEL can act on (a corrupt cache entry without a
-// config to delete it with, or one that cannot be planned: Failed), and
-// then its DELs in the order they ran (Deleted, AlreadyGone, RetryLater,
-// Failed, Orphaned or NoConfig; RetryLater with ctx's error for each when
-// ctx ended before GC held the container's lock). An outcome is a
-// failure exactly when [Outcome.Failure] says so: GC applies no
-// [TeardownPolicy], so none is Tolerated. Left out are the attachments
-// of valid pods, those a teardown deleted after GC planned (the teardown
-// reports them), and those of a sandbox whose setup began while GC ran
-// (see below): GC did not act on them.
-//
-// The error joins every failure, each naming its network: the failed
-// outcomes' as *[NetworkError]s, and those with no outcome (a cache that
-// cannot be listed, a bad valid pod, the GC verbs). It never modifies
-// validPods.
-//
-// GC never stalls pod operations for longer than one DEL of one container
-// or the GC verbs themselves, which run for at most 10 s. It runs in three
-// phases:
-//
-//  1. Planning takes no lock. It lists the cache and reads the order
-//     records once, and plans the DELs.
-//  2. The stale containers' DELs run on [WithGCWorkers] workers, one
-//     container per worker at a time. While pods are being set up (a
-//     setup in flight, or one begun within the last 250 ms), GC gives way
-//     to them: one worker deletes at a time, and rests three times as
-//     long as its container's DELs took before the next, unless that
-//     would let the DELs left run past ctx's deadline. Plugin runs are
-//     CPU-bound, and on a small node even those at the lowest priority
-//     slow the setups beside them. For each container a worker takes
-//     the gate shared and then the container's lock, exactly as a pod
-//     operation does, so other pods wait for nothing and the container's
-//     own teardown waits for at most its DELs. Under the lock it skips
-//     what a concurrent teardown already deleted (neither the cache file
-//     it planned from nor the attachment's line in the order record is
-//     left), and it prunes the order record as read under the lock.
-//  3. The GC verbs run with the gate held exclusively, and no other lock,
-//     so no ADD or DEL runs meanwhile. GC takes the gate at a moment when
-//     no pod operation is in flight. While it waits it lets new ones in;
-//     on a node that has no such moment within a second, it holds new
-//     ones back for at most 200 ms at a time, so that those in flight
-//     finish and it gets in. If ctx ends first (pod operations in flight
-//     that outlast every hold), or the verbs use up their 10 s, each
-//     network not sent the verb
-//     gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
-//     context's error (context.DeadlineExceeded for the 10 s); the next
-//     GC sends it.
-//
-// Pods that are set up while GC runs may be missing from validPods, and
-// planning saw them half set up. From before planning until GC returns,
-// GC therefore watches setups: a setup registers once it holds its
-// sandbox's lock, before it runs any plugin. GC deletes nothing of a
-// sandbox whose setup was in flight when GC began or began since (checked
-// again under the sandbox's lock, so a setup that begins later runs after
-// GC's DELs of that sandbox, not during them), and it adds such sandboxes'
-// attachments (the ones their setup asked for, their cache entries and
-// their order records) to the valid attachments of the GC verbs. As the
-// exclusive gate waits for every setup in flight, a plugin's GC never
-// sees a half-set-up pod, and never releases what such a pod holds.
+// The error joins every failure, each naming its network: those of the
+// failed outcomes, each a *[NetworkError], and those with no outcome (a
+// cache that cannot be listed, a bad valid pod, the GC verbs). A network not sent
+// the verb gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
+// context's error (context.DeadlineExceeded when the verbs used up their
+// 10 s). GCOutcomes never modifies validPods.
 func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) ([]Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ocicni: GC: %w", err)
@@ -137,9 +81,10 @@ var errGCVerbsBound = fmt.Errorf("ocicni: GC verbs ran past their %v bound: %w",
 
 // gcVerbsExclusive takes the gate exclusively and sends the GC verbs, with
 // the valid attachments of the plan and those of every setup that watch
-// saw. Without a network to send GC to it takes no lock. The gate never
-// holds back new pod operations while GC waits for it (see gate); when ctx
-// ends first, every target network gets [ErrGCVerbsSkipped].
+// saw. Without a network to send GC to it takes no lock. While GC waits
+// for the gate, new pod operations are held back only within the gate's
+// bounds (see gate); when ctx ends first, every target network gets
+// [ErrGCVerbsSkipped].
 func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPlan, watch *setupWatch) []error {
 	targets := gcTargets(set)
 	if len(targets) == 0 {

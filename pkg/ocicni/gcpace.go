@@ -19,15 +19,13 @@ type gcPace struct {
 // defaultGCPace keeps GC's DELs to about a quarter of one CPU while pods
 // are set up. Plugin runs are CPU-bound process starts, and on a small
 // node any CPU they use slows the setups beside them, whatever their
-// priority: on a 2-vCPU VM, two busy loops at SCHED_IDLE slowed setups
-// by 13-18% at p50 (BenchmarkSetupsBesideIdleLoad). Only not running
-// does not. With a rest of 3, setups during a GC of 1,000 stale sandboxes
-// took 1.03x their p50 beside the same GC held (BenchmarkGC10000, both
-// layouts); a longer rest bought no measurable margin, only a longer GC.
+// priority; only not running does not. A rest of 3 keeps setups during
+// GC within issue 16's targets, and a longer one only made GC longer
+// (see BENCHMARKS.md, "GC pacing and workers").
 var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
 // gcHold lets a benchmark hold GC's DEL workers between sandboxes, to
-// time setups beside a GC that is under way but idle (BenchmarkGC10000
+// time setups beside a GC that is under way but idle (the GC benchmark
 // takes its baseline so). gcPacer.run calls enter before a sandbox
 // (before its turn, so that a hold never counts as DEL time and
 // lengthens a rest) and leave after the sandbox's DELs and rest. Only

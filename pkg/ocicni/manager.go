@@ -23,28 +23,11 @@ type Manager struct {
 	cni   *cniRunner
 	cache *cache.Cache
 
-	// Lock order: gate, then the pod's lock in pods. Pod operations take
-	// the gate shared, then their pod's lock. GC plans without any lock;
-	// its DEL workers take, per stale container, the gate shared and then
-	// that container's lock, exactly like a pod operation, and hold no
-	// other lock; its GC verbs run with the gate exclusive and no pod lock.
-	// Nothing waits for the gate exclusively while holding it shared or
-	// holding a pod lock, so GC cannot deadlock with pod operations, and a
-	// pod waits for at most one DEL of GC (that of its own container) or
-	// for the GC verbs (bounded by gcVerbsBound). The gate prefers
-	// readers: GC waiting for it exclusively holds back pod operations
-	// only for a bounded time (see gate), so a pod never queues behind
-	// another sandbox's plugins; GC takes it when no pod operation is in
-	// flight, or skips its verbs when its context ends first. A background rollback drops the gate and keeps
-	// only its pod's lock; a heal retry takes only its pod's lock. So no
-	// node-wide lock is held while their plugins run. setups.mu and
-	// healer.mu are leaves, taken under any of these and never held while
-	// waiting. Pod operations take no lock of conf: a missing network
-	// makes them request a load and wait for it with their context
-	// (netconf.Loader.Lookup). The network set is an immutable snapshot
-	// read without locks, so Status and new pods never wait for a load,
-	// and no lock that another pod or Status needs is held while a plugin
-	// runs.
+	// Lock order: see the package doc, Locking. gate is the GC gate (held
+	// shared by pod operations and GC's DELs, exclusively only for the GC
+	// verbs); pods holds one lock per sandbox; setups' and healer's own
+	// locks are leaves. Pod operations take no lock of conf: its network
+	// set is an immutable snapshot read without locks.
 	gate   *gate
 	pods   *podLocks
 	setups *setupTracker   // setups in flight, watched by GC

@@ -243,19 +243,18 @@ func WithReloadDebounce(d time.Duration) Option {
 // parallel unless [WithGCWorkers] says otherwise: one per CPU the process
 // may use, at least 2 and at most 8. A stale DEL is mostly plugin start-up
 // (three Go binaries for bridge, host-local and portmap), so it is bound by
-// CPU: more workers shorten GC until the CPUs are busy, and slow the pods
-// set up meanwhile (BenchmarkGC10000; the figures are in BENCHMARKS.md).
-// DELs of one network also queue on IPAM locks such as host-local's, so
-// more workers than CPUs buy little. The default favours a GC that ends
-// within a runtime's deadline (CRI-O gives it 30 s).
+// CPU: more workers shorten GC until the CPUs are busy (see BENCHMARKS.md,
+// "GC pacing and workers"). DELs of one network also queue on IPAM locks
+// such as host-local's, so more workers than CPUs buy little. The default
+// favours a GC that ends within a runtime's deadline (CRI-O gives it 30 s).
 func defaultGCWorkers() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
 
 // WithGCWorkers sets how many stale sandboxes [Manager.GC] deletes in
 // parallel, n >= 1. The DELs of one sandbox always run one after the
 // other, as the spec requires. The default is one per CPU that the
 // process may use (GOMAXPROCS), at least 2 and at most 8. While pods are
-// being set up, GC deletes one sandbox at a time whatever n is (see
-// [Manager.GCOutcomes]).
+// being set up, GC deletes one sandbox at a time whatever n is (see the
+// package doc, "Status and GC").
 func WithGCWorkers(n int) Option {
 	return func(o *options) error {
 		if n < 1 {
