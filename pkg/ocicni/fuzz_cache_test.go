@@ -125,3 +125,60 @@ func assertSafeCall(t *testing.T, c fakecni.Call) {
 		require.NoError(t, err, "CNI_NETNS %q", ns)
 	}
 }
+
+// FuzzHealRetryFromCache gives container ctr1 a pending DEL retry, due
+// now, for net/eth0, then writes arbitrary content into the attachment's
+// cache entry, and runs the retry as the healer does (in this process,
+// and as a new manager resumes it at start: the same function). No
+// content may crash the process or reach a plugin as names or paths a
+// request could not carry; the retry always runs the attachment's DEL,
+// and once it succeeded nothing of the attachment is left.
+func FuzzHealRetryFromCache(f *testing.F) {
+	conf := base64.StdEncoding.EncodeToString([]byte(`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fake"}]}`))
+	f.Add([]byte(fmt.Sprintf(`{"kind":"cniCacheV1","containerId":"someone-else","config":%q,"ifName":"eth0","networkName":"net","result":{"cniVersion":"0.4.0","ips":[null]}}`, conf)))
+	f.Add([]byte(fmt.Sprintf(`{"kind":"cniCacheV1","containerId":"ctr1","config":%q,"ifName":"eth0","networkName":"net","result":{"cniVersion":"0.4.0","ips":[null]}}`, conf)))
+	f.Add([]byte(fmt.Sprintf(`{"kind":"cniCacheV1","containerId":"ctr1","config":%q,"ifName":"eth0","networkName":"net","result":{"cniVersion":"0.3.1","interfaces":[null]}}`, conf)))
+	f.Add([]byte(fmt.Sprintf(`{"kind":"cniCacheV1","containerId":"ctr1","config":%q,"ifName":"eth0","networkName":"net","netns":"/proc/1/ns/net","result":{"cniVersion":"1.0.0"}}`, conf)))
+	f.Add([]byte(`{"kind":"cniCacheV1","containerId":"ctr1","ifName":"eth0","networkName":"net","result":[]}`))
+	f.Add([]byte(`not json`))
+	f.Add([]byte(nil))
+
+	f.Fuzz(func(t *testing.T, entryData []byte) {
+		root := t.TempDir()
+		cacheDir := filepath.Join(root, "cache")
+		confDir := filepath.Join(root, "net.d")
+		resultsDir := filepath.Join(cacheDir, "results")
+		ordersDir := filepath.Join(cacheDir, "ocicni", "attachments")
+		for _, d := range []string{confDir, resultsDir, ordersDir} {
+			require.NoError(t, os.MkdirAll(d, 0o700))
+		}
+		writeConf(t, confDir, "10-net.conflist", `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fake"}]}`)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "victim"), []byte("keep"), 0o600))
+		record := `{"kind":"ocicniOrderV1","containerId":"ctr1","attachments":[{"network":"net","ifName":"eth0",` +
+			`"heal":{"attempts":1,"since":"2026-01-01T00:00:00Z","next":"2026-01-01T00:00:01Z","lastError":"busy"}}]}`
+		require.NoError(t, os.WriteFile(filepath.Join(ordersDir, fuzzID), []byte(record), 0o600))
+		entry := filepath.Join(resultsDir, "net-ctr1-eth0")
+		require.NoError(t, os.WriteFile(entry, entryData, 0o600))
+
+		fx := fakecni.New()
+		fx.OnlyPlugins("fake")
+		logger, _ := test.NewNullLogger()
+		m, err := New(WithConfDir(confDir), WithBinDirs(filepath.Join(root, "bin")), WithCacheDir(cacheDir), WithoutWatcher(),
+			WithExec(fx), WithLogger(logrus.NewEntry(logger)), WithoutHealing())
+		require.NoError(t, err)
+		defer func() { _ = m.Shutdown() }()
+
+		_, rejected := cache.New(cacheDir).Get("net", fuzzID, "eth0")
+		m.retryDELs(context.Background(), fuzzID)
+
+		dels := fx.Calls("DEL")
+		require.Len(t, dels, 1, "the due retry ran its DEL")
+		assertSafeCall(t, dels[0])
+		if rejected != nil {
+			assert.NotContains(t, dels[0].Config, "prevResult", "libcni read an entry the inventory rejected: %v", rejected)
+		}
+		assert.NoFileExists(t, entry, "the entry goes once DEL succeeded")
+		assert.NoFileExists(t, filepath.Join(ordersDir, fuzzID), "the record goes once DEL succeeded")
+		assert.FileExists(t, filepath.Join(root, "victim"))
+	})
+}
