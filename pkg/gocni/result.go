@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
@@ -108,7 +109,9 @@ func networkResults(nets []*Network, got []ocicni.NetResult, netnsPath string) (
 			out = append(out, &types100.Result{CNIVersion: types100.ImplementedSpecVersion})
 			continue
 		}
-		cur, err := types100.NewResultFromResult(res)
+		cur, err := guard.Value("libcni result conversion", "", func() (*types100.Result, error) {
+			return types100.NewResultFromResult(res)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("network %q: %w: %w", n.config.Name, err, ErrInvalidResult)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/sirupsen/logrus"
 )
 
@@ -169,7 +170,7 @@ func (m *Manager) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, va
 	}
 	var errs []error
 	for _, p := range list.Plugins {
-		conf, err := libcni.InjectConf(p, inject)
+		conf, err := guard.Value("libcni InjectConf", "", func() (*libcni.PluginConfig, error) { return libcni.InjectConf(p, inject) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q: %w", p.Network.Type, err))
 			continue
@@ -180,7 +181,9 @@ func (m *Manager) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, va
 			continue
 		}
 		args := &invoke.Args{Command: "GC", Path: joinPath(m.opts.binDirs)}
-		if err := invoke.ExecPluginWithoutResult(ctx, path, conf.Bytes, args, m.exec); err != nil {
+		if err := guard.Do("libcni GC", "", func() error {
+			return invoke.ExecPluginWithoutResult(ctx, path, conf.Bytes, args, m.exec)
+		}); err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q: %w", p.Network.Type, err))
 		}
 	}

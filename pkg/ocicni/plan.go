@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -59,7 +60,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		netns = m.slotNetNS(s, plog)
 	}
 	if e := s.entry; e != nil {
-		list, policy, err := cachedList(e.Config, s.Name, set)
+		list, policy, err := cachedList(e.Config, s.Name, e.Path, set)
 		if err == nil {
 			p.list, p.policy = list, policy
 			p.rt = &libcni.RuntimeConf{
@@ -146,7 +147,7 @@ func (m *Manager) savedList(id string, s *slot, set *networkSet, plog func() *lo
 	}
 	b, err := m.cache.ReadConfig(id, s.rec.Config)
 	if err == nil {
-		list, policy, perr := cachedList(b, s.Name, set)
+		list, policy, perr := cachedList(b, s.Name, "saved config "+s.rec.Config, set)
 		if perr == nil {
 			return list, policy
 		}
@@ -160,11 +161,11 @@ func (m *Manager) savedList(id string, s *slot, set *networkSet, plog func() *lo
 // cache entry of network name. When the entry holds the very bytes of the
 // loaded config, as it does unless the file changed since the ADD, the
 // loaded list is used and nothing is parsed again.
-func cachedList(b []byte, name string, set *networkSet) (*libcni.NetworkConfigList, TeardownPolicy, error) {
+func cachedList(b []byte, name, file string, set *networkSet) (*libcni.NetworkConfigList, TeardownPolicy, error) {
 	if n := set.Network(name); n != nil && bytes.Equal(n.List.Bytes, b) {
 		return n.List, n.Policy, nil
 	}
-	list, err := listFromCache(b, name)
+	list, err := guard.Value("libcni config parsing", file, func() (*libcni.NetworkConfigList, error) { return listFromCache(b, name) })
 	if err != nil {
 		return nil, "", err
 	}

@@ -49,7 +49,7 @@ func TestCachedList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			list, policy, err := cachedList([]byte(tt.cached), tt.network, set)
+			list, policy, err := cachedList([]byte(tt.cached), tt.network, "entry", set)
 			if tt.wantErr {
 				require.Error(t, err)
 				return

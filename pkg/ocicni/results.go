@@ -6,6 +6,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 )
 
 // STATUS error codes from the CNI 1.1 spec, as libcni's types package
@@ -33,7 +34,9 @@ func SandboxIPs(r NetResult) (iface *types100.Interface, ips []*types100.IPConfi
 	if r.Result == nil {
 		return nil, nil, ErrNoSandboxInterface
 	}
-	cur, err := types100.NewResultFromResult(r.Result)
+	cur, err := guard.Value("libcni result conversion", "", func() (*types100.Result, error) {
+		return types100.NewResultFromResult(r.Result)
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("ocicni: converting %s result of network %q: %w", r.Result.Version(), r.Name, err)
 	}
