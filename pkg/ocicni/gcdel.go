@@ -72,9 +72,9 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 	plans := make([]*plan, 0, len(sc.plans))
 	for _, p := range sc.plans {
 		if m.stillStale(p, recorded) {
-			plans = append(plans, p.plan)
+			plans = append(plans, p)
 		} else if debugEnabled(clog) {
-			planLog(clog, p.plan, "DEL").Debug("Stale attachment deleted by a teardown that ran since GC planned")
+			planLog(clog, p, "DEL").Debug("Stale attachment deleted by a teardown that ran since GC planned")
 		}
 	}
 	var errs []error
@@ -117,9 +117,9 @@ func notAcquired(sc *staleContainer, err error) ([]Outcome, []error) {
 // took the file but recorded the attachment, which GC must then delete.
 // When the file's existence cannot be told, the DEL runs: it is
 // idempotent.
-func (m *Manager) stillStale(p *stalePlan, recorded []cache.Attachment) bool {
-	if p.from != "" {
-		if ok, err := m.cache.Exists(p.from); ok || err != nil {
+func (m *Manager) stillStale(p *plan, recorded []cache.Attachment) bool {
+	if p.file != "" {
+		if ok, err := m.cache.Exists(p.file); ok || err != nil {
 			return true
 		}
 	}

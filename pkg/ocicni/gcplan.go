@@ -30,23 +30,13 @@ type gcPlan struct {
 // to prune afterwards.
 type staleContainer struct {
 	id    string
-	plans []*stalePlan
+	plans []*plan // in teardown order; each DEL runs only if its source is still there (see Manager.stillStale)
 	// failures are the container's attachments that no DEL can act on
 	// (see [inventory]) or that could not be planned, as Failed outcomes.
 	failures []Outcome
 	// strays is set when only links to saved configs name the container
 	// (a setup killed before its record was written): GC removes them.
 	strays bool
-}
-
-// stalePlan is a DEL planned by GC, and where it was planned from.
-type stalePlan struct {
-	*plan
-	// from is the cache file the plan was made from; "" when only the
-	// order record names the attachment. The DEL runs only if the source
-	// is still there once GC holds the container's lock: a teardown that
-	// ran in between took it away.
-	from string
 }
 
 // attachmentKey names one attachment of one container.
@@ -153,11 +143,7 @@ func (m *Manager) planStale(sc *staleContainer, inv *inventory, set *networkSet,
 			sc.failures = append(sc.failures, Outcome{ContainerID: sc.id, Network: s.Name, IfName: s.Ifname, Class: Failed, Err: err})
 			continue
 		}
-		from := s.corruptPath()
-		if s.entry != nil {
-			from = s.entry.Path
-		}
-		sc.plans = append(sc.plans, &stalePlan{plan: p, from: from})
+		sc.plans = append(sc.plans, p)
 	}
 	return errs
 }

@@ -26,12 +26,16 @@ type slot struct {
 // ([Orphaned]), not a warning.
 func (s *slot) onDisk() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
 
-// corruptPath returns the path of the slot's corrupt cache file, or "".
-func (s *slot) corruptPath() string {
-	if s.corrupt == nil {
-		return ""
+// file returns the path of the slot's cache file, readable or corrupt,
+// or "".
+func (s *slot) file() string {
+	switch {
+	case s.entry != nil:
+		return s.entry.Path
+	case s.corrupt != nil:
+		return s.corrupt.Path
 	}
-	return s.corrupt.Path
+	return ""
 }
 
 // inventory is what is known of one sandbox's attachments: the networks a

@@ -21,17 +21,18 @@ type plan struct {
 	list   *libcni.NetworkConfigList // nil: neither loaded nor cached
 	rt     *libcni.RuntimeConf
 	policy TeardownPolicy
+	// file is the cache file the inventory planned from: the accepted
+	// entry or the corrupt file; "" when only the record or the request
+	// names the attachment.
+	file string
 	// useCache is set only for an attachment whose cache entry the
 	// inventory accepted and whose result libcni can decode: libcni then
 	// reads it as prevResult and removes it once DEL succeeded. Without
 	// it, libcni runs pointed at an empty cache dir, on every path, and
-	// the engine removes the attachment's file once DEL succeeded.
+	// the engine removes the attachment's file once DEL succeeded (a
+	// corrupt entry's DEL would drop the file before running any plugin,
+	// or panic).
 	useCache bool
-	// entryPath is a cache file that libcni must not read: a corrupt
-	// entry, or one whose result libcni cannot decode (its DEL would drop
-	// the file before running any plugin, or panic). It is removed only
-	// once DEL succeeded.
-	entryPath string
 	// onDisk is set when a cache entry or the order record names the
 	// attachment, so it may exist: having no config to DEL it with is
 	// then a failure ([Orphaned]), not a warning.
@@ -49,7 +50,7 @@ type plan struct {
 // ones stored in the cache entry and the record; stored paths are used
 // only if they pass [usableStoredNetNS]. It never modifies pod.
 func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
-	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk(), entryPath: s.corruptPath()}
+	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk(), file: s.file()}
 	if s.corrupt != nil {
 		p.corrupt = s.corrupt
 	}
@@ -95,7 +96,6 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 	ok, err := s.libcniMayRead(p.list.CNIVersion)
 	if err != nil {
 		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
-		p.entryPath = s.entry.Path
 	}
 	p.useCache = ok
 	return p, nil

@@ -151,7 +151,7 @@ func (m *Manager) del(ctx context.Context, p *plan, plog func() *logrus.Entry) e
 	var pe *PanicError
 	if p.useCache && errors.As(err, &pe) {
 		plog().WithError(err).Warn("libcni panicked over the cache entry; running DEL without it and keeping the entry until DEL succeeds")
-		p.useCache, p.entryPath = false, m.cni.entryFile(p.list, p.rt)
+		p.useCache = false
 		err = m.cni.del(ctx, p.list, p.rt, false)
 	}
 	if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !m.opts.delStopAtCode3 {
@@ -184,8 +184,8 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	if p.entryPath != "" {
-		return m.cache.RemoveFile(p.entryPath)
+	if p.file != "" {
+		return m.cache.RemoveFile(p.file)
 	}
 	return m.cache.Remove(p.Name, p.id, p.Ifname)
 }
@@ -197,8 +197,8 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog func() *logrus.Entry) {
 	var err error
 	switch {
-	case p.entryPath != "":
-		err = m.cache.RemoveFile(p.entryPath)
+	case !p.useCache && p.file != "":
+		err = m.cache.RemoveFile(p.file)
 	case !p.useCache || class == AlreadyGone: // libcni did not, or keeps the entry when DEL fails
 		err = m.cache.Remove(p.Name, p.id, p.Ifname)
 	}
