@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -142,5 +143,5 @@ func TestCancelledContextRunsNothing(t *testing.T) {
 
 func loUp(t *testing.T, nsPath string) bool {
 	t.Helper()
-	return checkLoopback(nsPath) == nil
+	return netns.LoopbackCheck(nsPath) == nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/internal/netns"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -44,7 +45,7 @@ var (
 	ErrShutdown = errors.New("ocicni: manager is shut down")
 	// ErrUnsupportedPlatform is returned, off Linux, by operations that
 	// enter a network namespace.
-	ErrUnsupportedPlatform = errors.New("ocicni: network namespaces are only supported on Linux")
+	ErrUnsupportedPlatform = netns.ErrUnsupported
 	// ErrRollbackPending is matched by a [SetupError] returned when the
 	// caller's context ended during setup: the call returned at once, and
 	// the rollback of what was attached goes on in the background, holding

@@ -3,6 +3,8 @@ package ocicni
 import (
 	"context"
 	"net"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
 )
 
 // NetNSOps is what the manager does inside a pod's network namespace
@@ -37,13 +39,13 @@ type kernelNetNS struct{}
 var _ NetNSOps = kernelNetNS{}
 
 func (kernelNetNS) LoopbackUp(_ context.Context, nsPath string) error {
-	return bringUpLoopback(nsPath)
+	return netns.LoopbackUp(nsPath)
 }
 
 func (kernelNetNS) LoopbackCheck(_ context.Context, nsPath string) error {
-	return checkLoopback(nsPath)
+	return netns.LoopbackCheck(nsPath)
 }
 
 func (kernelNetNS) InterfaceAddrs(_ context.Context, nsPath, ifname string) (net.HardwareAddr, []*net.IPNet, error) {
-	return interfaceAddrs(nsPath, ifname)
+	return netns.GlobalAddrs(nsPath, ifname)
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // maxNetNSLinks bounds the symbolic links [checkPerProcessPath] follows,
@@ -106,7 +108,7 @@ func magicLink(target string) bool {
 }
 
 // procDir reports whether dir, a path free of symbolic links, is /proc or
-// a directory of any procfs mount (see [onProcFS]).
+// a directory of any procfs mount (see [fsutil.OnProcFS]).
 func procDir(dir string) bool {
-	return dir == "/proc" || strings.HasPrefix(dir, "/proc/") || onProcFS(dir)
+	return dir == "/proc" || strings.HasPrefix(dir, "/proc/") || fsutil.OnProcFS(dir)
 }

@@ -1,10 +1,10 @@
-package ocicni
+package fsutil
 
 import "golang.org/x/sys/unix"
 
-// onProcFS reports whether dir lies on a procfs mount, wherever it is
+// OnProcFS reports whether dir lies on a procfs mount, wherever it is
 // mounted.
-func onProcFS(dir string) bool {
+func OnProcFS(dir string) bool {
 	var st unix.Statfs_t
 	return unix.Statfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 }

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package netns
+
+import "net"
+
+// Off Linux the package builds, so that the library compiles on
+// development machines, but no namespace can be entered.
+
+// LoopbackUp returns [ErrUnsupported].
+func LoopbackUp(string) error { return ErrUnsupported }
+
+// LoopbackCheck returns [ErrUnsupported].
+func LoopbackCheck(string) error { return ErrUnsupported }
+
+// GlobalAddrs returns [ErrUnsupported].
+func GlobalAddrs(string, string) (net.HardwareAddr, []*net.IPNet, error) {
+	return nil, nil, ErrUnsupported
+}
