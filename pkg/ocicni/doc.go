@@ -261,9 +261,33 @@
 // not delete it, it is still recorded, whether or not its cache entry
 // survived, with its retry state. The record goes when it is
 // empty; GC removes saved configs that no record uses once they are 10
-// minutes old. Teardown, healing and GC read a sandbox's cache entries,
-// record and saved configs through one merge (its inventory), so they
-// agree on which attachments it has.
+// minutes old.
+//
+// Every path reads a sandbox's cache entries, record and saved configs
+// through one merge, its inventory: setup, teardown (and its default
+// network), rollback, healing, status, [Manager.ForgetPodCache], GC's
+// planning and its protection of setups in flight, and
+// [Manager.PendingTeardowns]. So they agree on which attachments it has,
+// and the rule of "Untrusted files" on which entries libcni may read
+// holds on all of them, background ones included. Records are written
+// and listed by one writer, which computes a sandbox's next record from
+// the old one, what a setup added, what was never added and the DELs'
+// outcomes.
+//
+// # Attachment types
+//
+// One attachment is seen through these types:
+//   - [NetAttachment]: a network and an interface name, as a request
+//     names them and as every other type names the attachment.
+//   - [cache.Entry] and [cache.EntryError]: libcni's cache file of an
+//     attachment, readable or corrupt; [cache.Attachment]: its line in
+//     the order record, with its saved config and retry state.
+//   - Internally, the inventory merges these into one view per
+//     attachment, and a verb turns that view into a plan: the config list
+//     and runtime config a plugin runs with, and whether libcni may read
+//     the cache entry.
+//   - [Outcome]: what one DEL did; [PendingTeardown]: a failed DEL that is
+//     retried; [NetResult]: what ADD or status returns.
 //
 // # Healing
 //
@@ -292,8 +316,15 @@
 //     clean, not per-process (see "Bad input") and not the host's network
 //     namespace; otherwise DEL runs without one (plugins still release
 //     IPAM).
-//   - libcni's result converters can panic on some cached results; those
-//     panics are recovered and the entry treated as unreadable.
+//   - libcni reads a cache entry (as prevResult, and to remove it) only
+//     when the inventory accepted it and libcni can decode its result;
+//     every other DEL runs with libcni pointed at an empty cache dir, and
+//     the file is removed once DEL succeeded.
+//   - Every call from the manager's goroutines into libcni is behind a
+//     recover: a panic (libcni's result converters have panicked on
+//     nulls in cached results) becomes a [*PanicError] naming the file,
+//     matching [ErrLibraryPanic], and that entry is handled as corrupt:
+//     DEL again without its result, and the file kept until DEL succeeds.
 //
 // # Bad input
 //
