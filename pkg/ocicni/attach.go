@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -24,12 +25,12 @@ func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
 
 // lease takes the shared gate and the pod's lock, in the documented order.
 func (m *Manager) lease(ctx context.Context, id string) (*podLease, error) {
-	if err := m.gate.rlock(ctx); err != nil {
+	if err := m.gate.RLock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
-	unlockPod, err := m.pods.lock(ctx, id)
+	unlockPod, err := m.pods.Lock(ctx, id)
 	if err != nil {
-		m.gate.runlock()
+		m.gate.RUnlock()
 		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
 	}
 	return &podLease{gate: m.gate, unlockPod: unlockPod}, nil
@@ -38,13 +39,13 @@ func (m *Manager) lease(ctx context.Context, id string) (*podLease, error) {
 // podLease is the shared gate and one pod's lock, held together. A
 // background rollback drops the gate early and keeps the pod's lock.
 type podLease struct {
-	gate      *gate
+	gate      *locks.Gate
 	gateOnce  sync.Once
 	unlockPod func()
 }
 
 // dropGate releases the gate, once.
-func (l *podLease) dropGate() { l.gateOnce.Do(l.gate.runlock) }
+func (l *podLease) dropGate() { l.gateOnce.Do(l.gate.RUnlock) }
 
 // release releases the pod's lock, then the gate if it is still held.
 func (l *podLease) release() {

@@ -222,7 +222,7 @@ func (h *healer) resume() {
 // lock ends with ctx (Shutdown); the DELs run under the policy's timeout,
 // and not under ctx, so that Shutdown lets a retry in flight finish.
 func (h *healer) retry(ctx context.Context, id string) {
-	unlock, err := h.m.pods.lock(ctx, id)
+	unlock, err := h.m.pods.Lock(ctx, id)
 	if err != nil {
 		return // shutting down: the record keeps the retry for the next manager
 	}

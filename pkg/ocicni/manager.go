@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -49,8 +50,8 @@ type Manager struct {
 	// read without locks, so Status and new pods never wait for a load,
 	// and no lock that another pod or Status needs is held while a plugin
 	// runs.
-	gate   *gate
-	pods   *podLocks
+	gate   *locks.Gate
+	pods   *locks.Keyed
 	setups *setupTracker   // setups in flight, watched by GC
 	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
 
@@ -93,8 +94,8 @@ func New(opts ...Option) (*Manager, error) {
 		exec:  exec,
 		cni:   libcni.NewCNIConfigWithCacheDir(o.binDirs, o.cacheDir, exec),
 		cache: cache.New(o.cacheDir),
-		gate:  newGate(o.gatePatience),
-		pods:  newPodLocks(),
+		gate:  locks.NewGate(o.gatePatience),
+		pods:  locks.NewKeyed(),
 
 		setups: newSetupTracker(),
 	}
