@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 )
 
 // managedExec is the executor every plugin run of the manager goes
@@ -19,6 +20,8 @@ import (
 // adds to a plugin run, in this order:
 //   - a context that is already done starts no plugin;
 //   - the environment of [WithPluginEnv] is appended;
+//   - background DELs are marked to run at the lowest CPU priority (see
+//     inBackground);
 //   - failures libcni reports as plain text become typed: a binary missing
 //     from every bin dir wraps ErrPluginNotFound, and a plugin killed by an
 //     expired context wraps the context's error next to its own;
@@ -35,49 +38,20 @@ type managedExec struct {
 
 var _ invoke.Exec = managedExec{}
 
-// rawExec is the part of invoke.Exec that finds and runs plugin binaries,
-// which invoke.RawExec implements; see newRawExec.
-type rawExec interface {
-	ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error)
-	FindInPath(plugin string, paths []string) (string, error)
-}
-
-// defaultExec is the executor used unless [WithExec] replaces it: what
-// invoke.DefaultExec is, with this platform's rawExec in place of
-// invoke.RawExec.
-type defaultExec struct {
-	rawExec
-	version.PluginDecoder
-}
-
-var _ invoke.Exec = (*defaultExec)(nil)
-
-func newDefaultExec() invoke.Exec {
-	return &defaultExec{rawExec: newRawExec(os.Stderr)}
-}
-
-// gatesStdin reports whether exec, the executor managedExec wraps, holds
-// back a plugin's stdin until its addGate opens, so that the plugin may
-// start before.
-func gatesStdin(exec invoke.Exec) bool {
-	d, ok := exec.(*defaultExec)
-	return ok && rawExecGatesStdin(d.rawExec)
-}
-
 func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if len(e.env) > 0 {
 		environ = append(append(make([]string, 0, len(environ)+len(e.env)), environ...), e.env...)
 	}
-	gate := addGateOf(ctx)
-	if gate != nil && !gatesStdin(e.inner) {
-		if err := gate.wait(ctx); err != nil {
+	gate := pluginexec.GateOf(ctx)
+	if gate != nil && !pluginexec.GatesStdin(e.inner) {
+		if err := gate.Wait(ctx); err != nil {
 			return nil, err // no plugin ran
 		}
 		gate = nil
 	}
 	start := time.Now()
 	out, err := e.run(ctx, pluginPath, stdinData, environ)
-	if gate != nil && gate.wait(ctx) != nil {
+	if gate != nil && gate.Wait(ctx) != nil {
 		return out, err // killed before it read its config: not a run
 	}
 	if e.hook != nil {
@@ -94,9 +68,13 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 
 func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, notStarted(err, pluginPath)
+		return nil, pluginexec.NotStarted(err, pluginPath)
 	}
-	out, err := e.inner.ExecPlugin(ctx, pluginPath, stdinData, environ)
+	ictx := ctx
+	if inBackground(ctx, environ) {
+		ictx = pluginexec.WithLowPriority(ctx)
+	}
+	out, err := e.inner.ExecPlugin(ictx, pluginPath, stdinData, environ)
 	if err != nil && ctx.Err() != nil {
 		return out, fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
@@ -130,18 +108,12 @@ const (
 
 type reasonKey struct{}
 
-// backgroundNice is the nice value (CPU priority, 19 lowest) at which the
-// default executor runs the plugins of background DELs: GC's DELs of
-// stale attachments and healing's retries. Plugin runs are CPU-bound
-// process starts, so without it GC takes CPU from the pods being set up
-// meanwhile. On Linux they also run at SCHED_IDLE, in every thread from
-// the first (see startBackground). The GC verbs keep the normal priority:
-// pod operations wait for them. A plugin's own children inherit the
-// priority.
-const backgroundNice = 19
-
 // inBackground reports whether a plugin run under ctx with environ is a
-// background DEL (see backgroundNice).
+// background DEL: GC's DELs of stale attachments and healing's retries.
+// The default executor runs those at the lowest CPU priority (see
+// pluginexec.WithLowPriority): plugin runs are CPU-bound process starts,
+// so without it GC takes CPU from the pods being set up meanwhile. The GC
+// verbs keep the normal priority: pod operations wait for them.
 func inBackground(ctx context.Context, environ []string) bool {
 	why, _ := ctx.Value(reasonKey{}).(string)
 	return (why == reasonGC || why == reasonHeal) && slices.Contains(environ, "CNI_COMMAND=DEL")
@@ -195,12 +167,6 @@ func pluginRun(pluginPath string, stdin []byte, decode bool, environ []string, d
 	return r
 }
 
-// notStarted is the error for a plugin not run because its context was
-// already done. It wraps the context's error.
-func notStarted(ctxErr error, pluginPath string) error {
-	return fmt.Errorf("%w: plugin %s not started", ctxErr, pluginPath)
-}
-
 func (e managedExec) FindInPath(plugin string, paths []string) (string, error) {
 	p, err := e.inner.FindInPath(plugin, paths)
 	if err != nil {
@@ -211,4 +177,30 @@ func (e managedExec) FindInPath(plugin string, paths []string) (string, error) {
 
 func (e managedExec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
 	return e.inner.Decode(jsonBytes)
+}
+
+// addGate holds back a setup's first ADD until the setup is ready for
+// it: lo is up in the netns and the attachments are recorded durably.
+// The setup does that work while the first plugin process starts, since
+// starting a process takes longer; but no plugin receives its config, on
+// stdin, before the gate opens, and a plugin cannot act on a network
+// without it. When the work fails, the gate opens with the error: the
+// plugin is killed without having read a config, and the setup fails with
+// nothing attached, as if no plugin had started. It is a
+// pluginexec.Gate, which the default executor honours, and managedExec
+// for any other.
+type addGate struct{ *pluginexec.Gate }
+
+func newAddGate() addGate { return addGate{pluginexec.NewGate()} }
+
+// release opens the gate, with the error of the work it waited for.
+func (g addGate) release(err error) { g.Release(err) }
+
+// wait returns the gate's error once it is open, or ctx's error when ctx
+// ends first.
+func (g addGate) wait(ctx context.Context) error { return g.Wait(ctx) }
+
+// withAddGate returns ctx carrying g, for the plugin runs under it.
+func withAddGate(ctx context.Context, g addGate) context.Context {
+	return pluginexec.WithGate(ctx, g.Gate)
 }

@@ -3,6 +3,7 @@ package ocicni
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -85,7 +87,7 @@ func New(opts ...Option) (*Manager, error) {
 		o.log = logrus.NewEntry(logrus.StandardLogger())
 	}
 	if o.exec == nil {
-		o.exec = newDefaultExec()
+		o.exec = pluginexec.New(os.Stderr)
 	}
 	exec := managedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook}
 	m := &Manager{
