@@ -5,77 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
-
-// acquire takes the shared gate and the pod's lock, in the documented
-// order, and returns their release.
-func (m *Manager) acquire(ctx context.Context, id string) (func(), error) {
-	l, err := m.lease(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return l.release, nil
-}
-
-// lease takes the shared gate and the pod's lock, in the documented order.
-func (m *Manager) lease(ctx context.Context, id string) (*podLease, error) {
-	if err := m.gate.rlock(ctx); err != nil {
-		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
-	}
-	unlockPod, err := m.pods.lock(ctx, id)
-	if err != nil {
-		m.gate.runlock()
-		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
-	}
-	return &podLease{gate: m.gate, unlockPod: unlockPod}, nil
-}
-
-// podLease is the shared gate and one pod's lock, held together. A
-// background rollback drops the gate early and keeps the pod's lock.
-type podLease struct {
-	gate      *gate
-	gateOnce  sync.Once
-	unlockPod func()
-}
-
-// dropGate releases the gate, once.
-func (l *podLease) dropGate() { l.gateOnce.Do(l.gate.runlock) }
-
-// release releases the pod's lock, then the gate if it is still held.
-func (l *podLease) release() {
-	l.unlockPod()
-	l.dropGate()
-}
-
-// beginPodOp validates the pod's identity and takes its locks, for the
-// verbs that need nothing else checked first.
-func (m *Manager) beginPodOp(ctx context.Context, pod *PodNetwork) (func(), *logrus.Entry, error) {
-	if err := checkPodArgs(pod); err != nil {
-		return nil, nil, err
-	}
-	release, err := m.acquire(ctx, pod.ID)
-	if err != nil {
-		return nil, nil, err
-	}
-	return release, m.podLog(pod), nil
-}
-
-func (m *Manager) podLog(pod *PodNetwork) *logrus.Entry {
-	return m.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
-}
-
-// debugEnabled reports whether log writes Debug lines. Their fields are
-// built only then: logrus builds an entry's fields whatever the level.
-func debugEnabled(log *logrus.Entry) bool { return log.Logger.IsLevelEnabled(logrus.DebugLevel) }
-
-func planLog(log *logrus.Entry, p *plan, verb string) *logrus.Entry {
-	return log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": verb})
-}
 
 // SetUpPod attaches the pod to its networks. See [Manager.SetUpPodWithContext].
 func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
@@ -141,19 +76,24 @@ type setupHold struct {
 
 // attach brings up lo, records the attachments durably and runs every
 // ADD, holding the pod's lock. lo and the record are done while the first
-// plugin starts, which no plugin's config reaches before they are (see
-// addGate). After a failed ADD it rolls back (see [Manager.failSetup]);
-// when the caller's context ends before the rollback does, the rollback
-// goes on in the background, keeps holding the pod's lock (hold, which it
-// then releases) and the returned *SetupError matches ErrRollbackPending.
-// In every other case the caller releases.
+// plugin starts, since starting a process takes longer; no plugin receives
+// its config on stdin before they are done, held back by a
+// pluginexec.Gate (which the default executor honours, and managedExec
+// for any other). When that work fails, the gate opens with the error: the
+// plugin is killed without having read a config, and the setup fails
+// with nothing attached. After a failed ADD it rolls back (see
+// [Manager.failSetup]); when the caller's context ends before the
+// rollback does, the rollback goes on in the background, keeps holding
+// the pod's lock (hold, which it then releases) and the returned
+// *SetupError matches ErrRollbackPending. In every other case the caller
+// releases.
 func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, hold *setupHold) ([]NetResult, error) {
-	gate := newAddGate()
+	gate := pluginexec.NewGate()
 	var order []cache.Attachment
 	go func(ctx context.Context) {
 		var err error
 		order, err = m.prepareSetup(ctx, pod, plans, log)
-		gate.release(err)
+		gate.Release(err)
 	}(ctx)
 
 	ctx = withReason(ctx, reasonSetup)
@@ -164,13 +104,13 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 		}
 		actx := withNetwork(ctx, p.list.Name)
 		if i == 0 {
-			actx = withAddGate(actx, gate)
+			actx = pluginexec.WithGate(actx, gate)
 		}
 		res, err := m.cni.add(actx, p.list, p.rt)
 		if i == 0 {
 			// Nothing is attached unless lo is up and the record written;
 			// the work is bounded, so it is waited for whatever ctx does.
-			if gerr := gate.wait(context.Background()); gerr != nil {
+			if gerr := gate.Wait(context.Background()); gerr != nil {
 				return nil, gerr
 			}
 		}

@@ -11,15 +11,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
 // BenchmarkSetupsBesideIdleLoad is why GC paces its DELs (see gcPacer)
 // instead of relying on CPU priority alone. It times the setups of
-// BenchmarkGC10000's workers, without its synthetic attachments, with the CPUs otherwise idle, and beside one
-// busy loop per CPU started as the manager starts a background DEL's
-// plugin (SCHED_IDLE, nice 19, see startBackground), alternating, and
-// reports both p50s and p99s and their ratios. A ratio above 1 is what
+// BenchmarkGC10000's workers, without its synthetic attachments, with the
+// CPUs otherwise idle, and beside one busy loop per CPU started as the
+// manager starts a background DEL's plugin (SCHED_IDLE, nice 19, see
+// pluginexec.StartLowPriority), alternating, and reports both p50s and
+// p99s and their ratios. A ratio above 1 is what
 // the lowest priority cannot keep from the setups: on a small VM the busy
 // CPUs slow the setups beside them all the same.
 func BenchmarkSetupsBesideIdleLoad(b *testing.B) {
@@ -56,7 +58,7 @@ func startIdleLoad(b *testing.B, n int) (stop func()) {
 	}
 	for range n {
 		c := exec.Command("sh", "-c", "while :; do :; done")
-		if err := startBackground(c); err != nil {
+		if err := pluginexec.StartLowPriority(c); err != nil {
 			stop()
 			b.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
@@ -55,7 +56,14 @@ func requirePending(t *testing.T, done <-chan error, msg string) {
 }
 
 // podLockRefs returns how many operations hold or wait for the pod's lock.
-func podLockRefs(m *Manager, id string) int { return podLocksRefs(m.pods, id) }
+func podLockRefs(m *Manager, id string) int { return m.pods.Refs(id) }
+
+// gateState returns what holds the manager's gate: its readers, and
+// whether a writer does.
+func gateState(g *locks.Gate) (readers int, writer bool) {
+	st := g.State()
+	return st.Readers, st.Writer
+}
 
 func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
 	t.Parallel()

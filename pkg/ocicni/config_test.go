@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -274,7 +275,7 @@ func TestEmptyOptionMeansDefault(t *testing.T) {
 		"bin dirs":    {WithBinDirs(dir), WithBinDirs(), func(o *options) any { return o.binDirs }},
 		"cache dir":   {WithCacheDir(dir), WithCacheDir(""), func(o *options) any { return o.cacheDir }},
 		"logger":      {WithLogger(logrus.NewEntry(logrus.New())), WithLogger(nil), func(o *options) any { return o.log }},
-		"exec":        {WithExec(newDefaultExec()), WithExec(nil), func(o *options) any { return o.exec }},
+		"exec":        {WithExec(pluginexec.New(os.Stderr)), WithExec(nil), func(o *options) any { return o.exec }},
 		"netns ops":   {WithNetNSOps(&recordingNetNS{}), WithNetNSOps(nil), func(o *options) any { return o.netns }},
 		"plugin hook": {WithPluginHook(func(context.Context, PluginRun) {}), WithPluginHook(nil), func(o *options) any { return o.pluginHook == nil }},
 	} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 )
 
 // managedExec is the executor every plugin run of the manager goes
@@ -19,12 +20,14 @@ import (
 // adds to a plugin run, in this order:
 //   - a context that is already done starts no plugin;
 //   - the environment of [WithPluginEnv] is appended;
+//   - background DELs are marked to run at the lowest CPU priority (see
+//     inBackground);
 //   - failures libcni reports as plain text become typed: a binary missing
 //     from every bin dir wraps ErrPluginNotFound, and a plugin killed by an
 //     expired context wraps the context's error next to its own;
 //   - every run is reported to the hook of [WithPluginHook], with the
 //     reason the context carries (see withReason);
-//   - a setup's first ADD waits for its gate (see addGate): the default
+//   - a setup's first ADD waits for its gate (see [Manager.attach]): the default
 //     executor starts the plugin and holds back its stdin, any other is
 //     called once the gate is open.
 type managedExec struct {
@@ -35,49 +38,20 @@ type managedExec struct {
 
 var _ invoke.Exec = managedExec{}
 
-// rawExec is the part of invoke.Exec that finds and runs plugin binaries,
-// which invoke.RawExec implements; see newRawExec.
-type rawExec interface {
-	ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error)
-	FindInPath(plugin string, paths []string) (string, error)
-}
-
-// defaultExec is the executor used unless [WithExec] replaces it: what
-// invoke.DefaultExec is, with this platform's rawExec in place of
-// invoke.RawExec.
-type defaultExec struct {
-	rawExec
-	version.PluginDecoder
-}
-
-var _ invoke.Exec = (*defaultExec)(nil)
-
-func newDefaultExec() invoke.Exec {
-	return &defaultExec{rawExec: newRawExec(os.Stderr)}
-}
-
-// gatesStdin reports whether exec, the executor managedExec wraps, holds
-// back a plugin's stdin until its addGate opens, so that the plugin may
-// start before.
-func gatesStdin(exec invoke.Exec) bool {
-	d, ok := exec.(*defaultExec)
-	return ok && rawExecGatesStdin(d.rawExec)
-}
-
 func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if len(e.env) > 0 {
 		environ = append(append(make([]string, 0, len(environ)+len(e.env)), environ...), e.env...)
 	}
-	gate := addGateOf(ctx)
-	if gate != nil && !gatesStdin(e.inner) {
-		if err := gate.wait(ctx); err != nil {
+	gate := pluginexec.GateOf(ctx)
+	if gate != nil && !pluginexec.GatesStdin(e.inner) {
+		if err := gate.Wait(ctx); err != nil {
 			return nil, err // no plugin ran
 		}
 		gate = nil
 	}
 	start := time.Now()
 	out, err := e.run(ctx, pluginPath, stdinData, environ)
-	if gate != nil && gate.wait(ctx) != nil {
+	if gate != nil && gate.Wait(ctx) != nil {
 		return out, err // killed before it read its config: not a run
 	}
 	if e.hook != nil {
@@ -94,9 +68,13 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 
 func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, notStarted(err, pluginPath)
+		return nil, pluginexec.NotStarted(err, pluginPath)
 	}
-	out, err := e.inner.ExecPlugin(ctx, pluginPath, stdinData, environ)
+	ictx := ctx
+	if inBackground(ctx, environ) {
+		ictx = pluginexec.WithLowPriority(ctx)
+	}
+	out, err := e.inner.ExecPlugin(ictx, pluginPath, stdinData, environ)
 	if err != nil && ctx.Err() != nil {
 		return out, fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
@@ -130,18 +108,12 @@ const (
 
 type reasonKey struct{}
 
-// backgroundNice is the nice value (CPU priority, 19 lowest) at which the
-// default executor runs the plugins of background DELs: GC's DELs of
-// stale attachments and healing's retries. Plugin runs are CPU-bound
-// process starts, so without it GC takes CPU from the pods being set up
-// meanwhile. On Linux they also run at SCHED_IDLE, in every thread from
-// the first (see startBackground). The GC verbs keep the normal priority:
-// pod operations wait for them. A plugin's own children inherit the
-// priority.
-const backgroundNice = 19
-
 // inBackground reports whether a plugin run under ctx with environ is a
-// background DEL (see backgroundNice).
+// background DEL: GC's DELs of stale attachments and healing's retries.
+// The default executor runs those at the lowest CPU priority (see
+// pluginexec.WithLowPriority): plugin runs are CPU-bound process starts,
+// so without it GC takes CPU from the pods being set up meanwhile. The GC
+// verbs keep the normal priority: pod operations wait for them.
 func inBackground(ctx context.Context, environ []string) bool {
 	why, _ := ctx.Value(reasonKey{}).(string)
 	return (why == reasonGC || why == reasonHeal) && slices.Contains(environ, "CNI_COMMAND=DEL")
@@ -193,12 +165,6 @@ func pluginRun(pluginPath string, stdin []byte, decode bool, environ []string, d
 		r.Network = conf.Name
 	}
 	return r
-}
-
-// notStarted is the error for a plugin not run because its context was
-// already done. It wraps the context's error.
-func notStarted(ctxErr error, pluginPath string) error {
-	return fmt.Errorf("%w: plugin %s not started", ctxErr, pluginPath)
 }
 
 func (e managedExec) FindInPath(plugin string, paths []string) (string, error) {

@@ -91,10 +91,10 @@ func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPl
 	if len(targets) == 0 {
 		return nil
 	}
-	if err := m.gate.lock(ctx); err != nil {
+	if err := m.gate.Lock(ctx); err != nil {
 		return skippedVerbs(targets, fmt.Errorf("waiting for the pod operations in flight: %w", err))
 	}
-	defer m.gate.unlock()
+	defer m.gate.Unlock()
 	m.protectSetups(g, watch, set)
 	return m.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
 }

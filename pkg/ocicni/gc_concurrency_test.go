@@ -36,11 +36,7 @@ func teardownAsync(ctx context.Context, m *Manager, pod PodNetwork) <-chan error
 }
 
 // gateWriters returns how many callers wait for the gate exclusively.
-func gateWriters(m *Manager) int {
-	m.gate.mu.Lock()
-	defer m.gate.mu.Unlock()
-	return m.gate.waiting
-}
+func gateWriters(m *Manager) int { return m.gate.State().Waiting }
 
 // poolConflistWith is poolConflist with a recorder chained after
 // host-local: the GC verb reaches host-local, which releases every

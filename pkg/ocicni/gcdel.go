@@ -58,11 +58,11 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 // RetryLater (or Failed) outcome with the reason.
 func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,
 ) ([]Outcome, []error) {
-	release, err := m.acquire(ctx, sc.id)
+	l, err := m.lease(ctx, sc.id)
 	if err != nil {
 		return notAcquired(sc, err)
 	}
-	defer release()
+	defer l.release()
 	clog := log.WithField("sandbox", sc.id)
 	if watch.touched(sc.id) {
 		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")

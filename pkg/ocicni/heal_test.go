@@ -297,14 +297,7 @@ func makeDue(t *testing.T, m *Manager, id string) {
 }
 
 // podLockWaiters returns how many holders and waiters the lock of id has.
-func podLockWaiters(m *Manager, id string) int {
-	m.pods.mu.Lock()
-	defer m.pods.mu.Unlock()
-	if l := m.pods.locks[id]; l != nil {
-		return l.refs
-	}
-	return 0
-}
+func podLockWaiters(m *Manager, id string) int { return m.pods.Refs(id) }
 
 // A setup of the same sandbox ID cancels its pending retries: the record
 // it writes has none, and a retry that falls due runs no DEL.

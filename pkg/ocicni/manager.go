@@ -3,6 +3,7 @@ package ocicni
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -10,7 +11,9 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -28,8 +31,8 @@ type Manager struct {
 	// verbs); pods holds one lock per sandbox; setups' and healer's own
 	// locks are leaves. Pod operations take no lock of conf: its network
 	// set is an immutable snapshot read without locks.
-	gate   *gate
-	pods   *podLocks
+	gate   *locks.Gate
+	pods   *locks.Keyed
 	setups *setupTracker   // setups in flight, watched by GC
 	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
 
@@ -63,7 +66,7 @@ func New(opts ...Option) (*Manager, error) {
 		o.log = logrus.NewEntry(logrus.StandardLogger())
 	}
 	if o.exec == nil {
-		o.exec = newDefaultExec()
+		o.exec = pluginexec.New(os.Stderr)
 	}
 	exec := managedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook}
 	m := &Manager{
@@ -71,8 +74,8 @@ func New(opts ...Option) (*Manager, error) {
 		log:   o.log,
 		exec:  exec,
 		cache: cache.New(o.cacheDir),
-		gate:  newGate(o.gatePatience),
-		pods:  newPodLocks(),
+		gate:  locks.NewGate(o.gatePatience),
+		pods:  locks.NewKeyed(),
 
 		setups: newSetupTracker(),
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
@@ -64,12 +65,12 @@ type options struct {
 	pluginHook      PluginHook
 	gcWorkers       int
 	heal            HealPolicy
-	versionWait     time.Duration // see netconf.Config; tests shorten it
-	versionTimeout  time.Duration // see netconf.Config; tests shorten it
-	configGrace     time.Duration // see savedConfigGrace; tests shorten it
-	gatePatience    gatePatience  // see gate; tests change it
-	gcPace          gcPace        // see gcPacer; tests change it
-	gcHold          gcHold        // see gcHold; benchmarks set it, nil otherwise
+	versionWait     time.Duration  // see netconf.Config; tests shorten it
+	versionTimeout  time.Duration  // see netconf.Config; tests shorten it
+	configGrace     time.Duration  // see savedConfigGrace; tests shorten it
+	gatePatience    locks.Patience // see locks.Gate; tests change it
+	gcPace          gcPace         // see gcPacer; tests change it
+	gcHold          gcHold         // see gcHold; benchmarks set it, nil otherwise
 }
 
 func defaultOptions() options {

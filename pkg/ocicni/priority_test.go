@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
 )
 
@@ -24,7 +25,7 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
 	require.NoError(t, err)
 	own := 20 - prio // Linux's getpriority returns 20 minus the nice value
-	require.Less(t, own, backgroundNice, "the test process must not already run at the background nice value")
+	require.Less(t, own, pluginexec.LowNice, "the test process must not already run at the background nice value")
 
 	kept, stale := e.pod("kept"), e.pod("stale")
 	e.setUp(kept)
@@ -53,7 +54,7 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	// the background nice value, from its start: its Go runtime's
 	// threads too, which the plugin started before it could be lowered
 	// from outside. Other runs' threads keep the normal policy.
-	background := calllog.Priority{Nice: backgroundNice, Policy: calllog.SchedIdle}
+	background := calllog.Priority{Nice: pluginexec.LowNice, Policy: calllog.SchedIdle}
 	flakyDELs := 0
 	for _, c := range e.calls("") {
 		require.NotEmpty(t, c.Threads, "the recorder reads its threads' priorities")
@@ -71,7 +72,7 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int{own}, nice("ADD", stale.ID), "setup")
-	assert.Equal(t, []int{backgroundNice}, nice("DEL", stale.ID), "GC's DEL of a stale attachment")
+	assert.Equal(t, []int{pluginexec.LowNice}, nice("DEL", stale.ID), "GC's DEL of a stale attachment")
 	assert.Equal(t, []int{own}, nice("DEL", kept.ID), "the runtime's teardown")
 	gcs := calllog.Filter(e.calls("GC"), "GC")
 	require.Len(t, gcs, 1)
@@ -80,6 +81,6 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	require.GreaterOrEqual(t, len(dels), 2, "the failed teardown, then at least one retry")
 	assert.Equal(t, own, dels[0], "the runtime's teardown")
 	for _, n := range dels[1:] {
-		assert.Equal(t, backgroundNice, n, "healing's retries")
+		assert.Equal(t, pluginexec.LowNice, n, "healing's retries")
 	}
 }

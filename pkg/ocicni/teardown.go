@@ -242,7 +242,7 @@ func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logru
 // policy's timeout, and not under ctx, so that Shutdown lets a retry in
 // flight finish.
 func (m *Manager) retryDELs(ctx context.Context, id string) {
-	unlock, err := m.pods.lock(ctx, id)
+	unlock, err := m.pods.Lock(ctx, id)
 	if err != nil {
 		return // shutting down: the record keeps the retry for the next manager
 	}

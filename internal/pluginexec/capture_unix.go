@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package ocicni
+package pluginexec
 
 import (
 	"errors"

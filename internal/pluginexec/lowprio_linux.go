@@ -1,4 +1,4 @@
-package ocicni
+package pluginexec
 
 import (
 	"os/exec"
@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startBackground starts cmd, a background DEL's plugin, so that every
-// thread of it runs at the lowest CPU priority from its first instruction:
-// SCHED_IDLE, which any normal thread that wakes up preempts at once, and
-// nice backgroundNice, should anything reset the policy.
+// StartLowPriority starts cmd so that every thread of it runs at the
+// lowest CPU priority from its first instruction: SCHED_IDLE, which any
+// normal thread that wakes up preempts at once, and nice [LowNice],
+// should anything reset the policy.
 //
 // Linux sets priorities per thread, and a thread inherits its creator's.
 // Lowering the plugin's pid after it started would reach only its main
@@ -23,7 +23,7 @@ import (
 // plugin starts at the normal priority. cmd must not set
 // SysProcAttr.Pdeathsig: Linux sends it when the thread that started the
 // process ends, which here is at once.
-func startBackground(cmd *exec.Cmd) error {
+func StartLowPriority(cmd *exec.Cmd) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
@@ -34,12 +34,12 @@ func startBackground(cmd *exec.Cmd) error {
 }
 
 // lowerThread lowers the calling OS thread to SCHED_IDLE and nice
-// backgroundNice, best effort. The nice value comes second: entering
+// LowNice, best effort. The nice value comes second: entering
 // SCHED_IDLE resets it to 0 on recent kernels. (Before 3.14 there is no
 // sched_setattr, and nice alone applies.)
 func lowerThread() {
 	attr := unix.SchedAttr{Policy: unix.SCHED_IDLE}
 	attr.Size = uint32(unsafe.Sizeof(attr))
 	_ = unix.SchedSetAttr(0, &attr, 0)
-	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, backgroundNice)
+	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, LowNice)
 }

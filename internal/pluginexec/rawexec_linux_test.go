@@ -1,4 +1,4 @@
-package ocicni
+package pluginexec
 
 import (
 	"bytes"
@@ -28,11 +28,9 @@ func script(t *testing.T, body string) string {
 	return path
 }
 
-// defaultExecTo is the default executor, typed as the manager uses it,
-// with plugin stderr going to stderr.
-func defaultExecTo(stderr *bytes.Buffer) invoke.Exec {
-	return managedExec{inner: &defaultExec{rawExec: newRawExec(stderr)}}
-}
+// execTo is the executor of New, typed as libcni uses it, with plugin
+// stderr going to stderr.
+func execTo(stderr *bytes.Buffer) invoke.Exec { return New(stderr) }
 
 // waitPid waits for a script to write a pid to path and makes sure that
 // process does not outlive the test.
@@ -75,10 +73,10 @@ func requireReturns(t *testing.T, done <-chan error) error {
 	}
 }
 
-// TestDefaultExecMatchesRawExec runs each plugin through invoke.RawExec and
-// through the default executor and expects the same output, the same
+// TestExecMatchesRawExec runs each plugin through invoke.RawExec and
+// through the executor of New and expects the same output, the same
 // error and the same stderr passthrough.
-func TestDefaultExecMatchesRawExec(t *testing.T) {
+func TestExecMatchesRawExec(t *testing.T) {
 	traced := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID:    trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
 		SpanID:     trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
@@ -132,7 +130,7 @@ func TestDefaultExecMatchesRawExec(t *testing.T) {
 
 			var refStderr, ourStderr bytes.Buffer
 			refOut, refErr := (&invoke.RawExec{Stderr: &refStderr}).ExecPlugin(tc.ctx, plugin, stdin, env)
-			out, err := defaultExecTo(&ourStderr).ExecPlugin(tc.ctx, plugin, stdin, env)
+			out, err := execTo(&ourStderr).ExecPlugin(tc.ctx, plugin, stdin, env)
 
 			assert.Equal(t, refOut, out, "stdout as invoke.RawExec")
 			assert.Equal(t, refErr, err, "error as invoke.RawExec")
@@ -151,21 +149,21 @@ func TestDefaultExecMatchesRawExec(t *testing.T) {
 	}
 }
 
-// TestDefaultExecKillsProcessGroupWhenContextEnds: a plugin that started a
-// child holding its stdout is killed together with the child, and
-// ExecPlugin returns the context's error and the plugin's *types.Error.
-func TestDefaultExecKillsProcessGroupWhenContextEnds(t *testing.T) {
+// TestExecKillsProcessGroupWhenContextEnds: a plugin that started a child
+// holding its stdout is killed together with the child, and ExecPlugin
+// returns the plugin's *types.Error (wrapping the context's error is the
+// caller's: see pkg/ocicni's managedExec).
+func TestExecKillsProcessGroupWhenContextEnds(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
 		ctx    func() (context.Context, context.CancelFunc)
 		cancel bool // cancel once the pids are known, rather than wait for the deadline
-		want   error
 	}{
-		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, context.Canceled},
+		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true},
 		{"deadline", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 2*time.Second)
-		}, false, context.DeadlineExceeded},
+		}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +175,7 @@ echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
 wait`)
 			ctx, cancel := tc.ctx()
 			defer cancel()
-			done := execAsync(ctx, defaultExecTo(&bytes.Buffer{}), plugin)
+			done := execAsync(ctx, execTo(&bytes.Buffer{}), plugin)
 			pluginPid := waitPid(t, filepath.Join(dir, "plugin.pid"))
 			childPid := waitPid(t, filepath.Join(dir, "child.pid"))
 			if tc.cancel {
@@ -185,18 +183,17 @@ wait`)
 			}
 
 			err := requireReturns(t, done)
-			require.ErrorIs(t, err, tc.want)
 			var cniErr *types.Error
-			require.ErrorAs(t, err, &cniErr, "the plugin's error is kept")
+			require.ErrorAs(t, err, &cniErr, "the plugin's error")
 			requireGone(t, pluginPid, "plugin")
 			requireGone(t, childPid, "plugin's child")
 		})
 	}
 }
 
-// TestDefaultExecWaitDelay: a process that left the plugin's group and
+// TestExecWaitDelay: a process that left the plugin's group and
 // holds its stdout open neither blocks ExecPlugin nor is killed.
-func TestDefaultExecWaitDelay(t *testing.T) {
+func TestExecWaitDelay(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("needs setsid")
 	}
@@ -205,10 +202,10 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 		tail    string // what the plugin does after starting the escaped child
 		cancel  bool
 		wantOut string
-		wantErr error
+		wantErr bool // the plugin's *types.Error, as it was killed
 	}{
-		{"plugin exits 0: its output stands", `printf '{"cniVersion":"1.0.0"}'`, false, `{"cniVersion":"1.0.0"}`, nil},
-		{"plugin killed", `wait`, true, "", context.Canceled},
+		{"plugin exits 0: its output stands", `printf '{"cniVersion":"1.0.0"}'`, false, `{"cniVersion":"1.0.0"}`, false},
+		{"plugin killed", `wait`, true, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,7 +215,7 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 			// read, and the group killed, before the child left it.
 			plugin := script(t, `setsid sh -c 'echo $$ > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid && exec sleep 1000' &
 `+tc.tail)
-			e := managedExec{inner: &defaultExec{rawExec: &groupExec{waitDelay: 100 * time.Millisecond}}}
+			e := &Exec{Raw: &groupExec{waitDelay: 100 * time.Millisecond}}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			type result struct {
@@ -240,8 +237,9 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				require.FailNow(t, "ExecPlugin waited for the escaped child")
 			}
-			if tc.wantErr != nil {
-				require.ErrorIs(t, r.err, tc.wantErr)
+			if tc.wantErr {
+				var cniErr *types.Error
+				require.ErrorAs(t, r.err, &cniErr)
 			} else {
 				require.NoError(t, r.err)
 			}
@@ -251,15 +249,15 @@ func TestDefaultExecWaitDelay(t *testing.T) {
 	}
 }
 
-// TestDefaultExecNormalExitKillsNothing: after a plugin exits on its own,
+// TestExecNormalExitKillsNothing: after a plugin exits on its own,
 // the processes it left in its group keep running.
-func TestDefaultExecNormalExitKillsNothing(t *testing.T) {
+func TestExecNormalExitKillsNothing(t *testing.T) {
 	dir := t.TempDir()
 	plugin := script(t, `sleep 1000 >/dev/null 2>&1 &
 echo $! > `+dir+`/child.pid
 printf '{"cniVersion":"1.0.0"}'`)
 	ctx, cancel := context.WithCancel(context.Background())
-	out, err := defaultExecTo(&bytes.Buffer{}).ExecPlugin(ctx, plugin, nil, nil)
+	out, err := execTo(&bytes.Buffer{}).ExecPlugin(ctx, plugin, nil, nil)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"cniVersion":"1.0.0"}`, string(out))
 	child := waitPid(t, filepath.Join(dir, "child.pid"))
@@ -267,20 +265,8 @@ printf '{"cniVersion":"1.0.0"}'`)
 	assert.False(t, testenv.ProcessGone(t, child), "the plugin's child still runs")
 }
 
-// execCounter counts ExecPlugin calls.
-type execCounter struct {
-	invoke.Exec
-	calls int
-}
-
-func (c *execCounter) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
-	c.calls++
-	return c.Exec.ExecPlugin(ctx, pluginPath, stdinData, environ)
-}
-
 // TestExecDoneContextStartsNoPlugin: with a context that is already done,
-// neither the manager's executor (whatever WithExec gave it) nor the
-// default one starts the plugin.
+// the executor starts no plugin and returns the context's error.
 func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -297,14 +283,8 @@ func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "ran")
 			plugin := script(t, `touch `+marker)
-			inner := &execCounter{Exec: &defaultExec{rawExec: newRawExec(&bytes.Buffer{})}}
-
-			_, err := managedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
-			require.ErrorIs(t, err, c.want)
-			assert.Zero(t, inner.calls, "managedExec did not call the inner executor")
-
-			_, err = inner.Exec.ExecPlugin(c.ctx, plugin, nil, nil)
-			require.ErrorIs(t, err, c.want, "the default executor returns the context's error")
+			_, err := execTo(&bytes.Buffer{}).ExecPlugin(c.ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.want, "the executor returns the context's error")
 			assert.NoFileExists(t, marker, "the plugin never ran")
 			var cniErr *types.Error
 			require.NotErrorAs(t, err, &cniErr, "no plugin error: no plugin ran")
@@ -312,11 +292,11 @@ func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 	}
 }
 
-// TestDefaultExecStdinAndOutput: the plugin gets its whole stdin, whatever
+// TestExecStdinAndOutput: the plugin gets its whole stdin, whatever
 // its size (written at once up to a page, by a goroutine beyond), and
 // ExecPlugin returns everything it printed; a plugin that exits without
 // reading its stdin neither fails nor holds the run.
-func TestDefaultExecStdinAndOutput(t *testing.T) {
+func TestExecStdinAndOutput(t *testing.T) {
 	cat := script(t, `exec cat`)
 	const ignoredOut = `{"cniVersion":"1.0.0"}`
 	ignore := script(t, `printf '`+ignoredOut+`'; printf 'note' >&2`)
@@ -343,7 +323,7 @@ func TestDefaultExecStdinAndOutput(t *testing.T) {
 				want = string(stdin)
 			}
 			var stderr bytes.Buffer
-			out, err := defaultExecTo(&stderr).ExecPlugin(context.Background(), tc.plugin, stdin, nil)
+			out, err := execTo(&stderr).ExecPlugin(context.Background(), tc.plugin, stdin, nil)
 			require.NoError(t, err)
 			require.Equal(t, want, string(out))
 			assert.Equal(t, tc.wantStderr, stderr.String(), "stderr is passed through")

@@ -1,4 +1,4 @@
-package ocicni
+package pluginexec
 
 import (
 	"os"

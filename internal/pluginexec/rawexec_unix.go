@@ -1,6 +1,6 @@
 //go:build unix
 
-package ocicni
+package pluginexec
 
 import (
 	"context"
@@ -33,28 +33,32 @@ const (
 // of its own. When the context is done before the plugin exits, the whole
 // group gets SIGKILL: the plugin and every process it started that stayed
 // in the group. A plugin that exits on its own has nothing killed, so a
-// daemon it leaves behind keeps running. Background DELs run at a low
-// CPU priority (see backgroundNice).
+// daemon it leaves behind keeps running. The runs of a context marked by
+// [WithLowPriority] start at the lowest CPU priority (see
+// StartLowPriority).
 //
 // A plugin writes its stdout and stderr into files in memory (see
 // newCapture), which are read once it has exited, and reads its config
 // from a pipe that is written whole and closed as soon as it has started
-// (or its addGate has opened). So a run needs no goroutine to copy
+// (or its [Gate] has opened). So a run needs no goroutine to copy
 // output, and a process that outlives the plugin (a daemon it started,
 // one that left the group before a kill) cannot hold the run open by
 // keeping a pipe open. invoke.RawExec copies through pipes with a
-// goroutine each, which costs the calling process about a third more CPU
-// per run than this (BenchmarkPluginExec). waitDelay bounds how long Wait
-// waits for the plugin after its group was killed.
+// goroutine each, which costs the calling process more CPU per run (see
+// BENCHMARKS.md). waitDelay bounds how long Wait waits for the plugin
+// after its group was killed.
 type groupExec struct {
 	stderr    io.Writer
 	waitDelay time.Duration
 }
 
-var _ rawExec = (*groupExec)(nil)
+var _ Raw = (*groupExec)(nil)
 
-// newRawExec returns the executor that kills a plugin's process group.
-func newRawExec(stderr io.Writer) rawExec {
+// NewRaw returns the raw executor of this platform: on unix, one that
+// runs each plugin in a process group of its own and kills the group when
+// the context ends (see the package doc). The plugins' stderr is copied
+// to stderr (nil: dropped).
+func NewRaw(stderr io.Writer) Raw {
 	return &groupExec{stderr: stderr, waitDelay: pluginWaitDelay}
 }
 
@@ -62,7 +66,7 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 	environ = injectTraceContext(ctx, environ)
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return nil, notStarted(err, pluginPath)
+			return nil, NotStarted(err, pluginPath)
 		}
 		stdout, stderr, err := e.run(ctx, pluginPath, stdinData, environ)
 		var gerr *gateError
@@ -86,7 +90,7 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 }
 
 // run runs the plugin once, in a process group of its own, and returns
-// what it printed. Under an addGate that is not open, the plugin starts
+// what it printed. Under a Gate that is not open, the plugin starts
 // at once but gets its config only when the gate opens; when the gate
 // opens with an error, or ctx ends first, the plugin is killed before it
 // could read it, and run returns a *gateError.
@@ -103,15 +107,15 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = e.waitDelay
 	start := cmd.Start
-	if inBackground(ctx, environ) {
-		start = func() error { return startBackground(cmd) }
+	if lowPriority(ctx) {
+		start = func() error { return StartLowPriority(cmd) }
 	}
-	gate := addGateOf(ctx)
+	gate := GateOf(ctx)
 	err = start()
 	files.closeChildEnd() // the plugin has its own copy
 	if err == nil {
 		if gate != nil {
-			if gerr := gate.wait(ctx); gerr != nil {
+			if gerr := gate.Wait(ctx); gerr != nil {
 				_ = killGroup(cmd.Process)
 				_ = cmd.Wait()
 				return nil, nil, &gateError{err: gerr}
@@ -119,7 +123,7 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 		}
 		err = errors.Join(files.feed(stdinData), cmd.Wait())
 	} else if gate != nil {
-		if gerr := gate.wait(ctx); gerr != nil {
+		if gerr := gate.Wait(ctx); gerr != nil {
 			return nil, nil, &gateError{err: gerr}
 		}
 	}
@@ -227,15 +231,15 @@ func readCapture(f *os.File) ([]byte, error) {
 	return buf[:n], err
 }
 
-// gateError carries the error of an addGate that opened with one to a run
+// gateError carries the error of a Gate that opened with one to a run
 // of a plugin that was killed waiting for it.
 type gateError struct{ err error }
 
 func (e *gateError) Error() string { return e.err.Error() }
 
-// rawExecGatesStdin reports whether r holds back a plugin's stdin until
-// its addGate opens: groupExec does.
-func rawExecGatesStdin(r rawExec) bool {
+// rawGatesStdin reports whether r holds back a plugin's stdin until its
+// Gate opens: groupExec does.
+func rawGatesStdin(r Raw) bool {
 	_, ok := r.(*groupExec)
 	return ok
 }
@@ -277,4 +281,20 @@ func pluginErr(err error, stdout, stderr []byte) error {
 
 func (e *groupExec) FindInPath(plugin string, paths []string) (string, error) {
 	return invoke.FindInPath(plugin, paths)
+}
+
+// lowPriority reports whether ctx carries the mark of WithLowPriority.
+func lowPriority(ctx context.Context) bool {
+	low, _ := ctx.Value(lowPriorityKey{}).(bool)
+	return low
+}
+
+// waitCtx waits for d or until ctx is done, whichever comes first.
+func waitCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

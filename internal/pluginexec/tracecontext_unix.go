@@ -1,6 +1,6 @@
 //go:build unix
 
-package ocicni
+package pluginexec
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package ocicni
+package pluginexec
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 )
 
 // BenchmarkPluginExec runs one plugin process (the loopback plugin, asked
-// for its VERSION) through the manager's executor and through libcni's
-// invoke.RawExec, in alternating order, and reports each side's CPU time
-// per run in the benchmark's process (starting the plugin, feeding its
-// stdin, collecting its output, reaping it) and their ratio, manager over
-// libcni: lower is better. The plugins' own CPU is the same on both sides
+// for its VERSION) through the raw executor of NewRaw, which the manager
+// uses, and through libcni's invoke.RawExec, in alternating order, and
+// reports each side's CPU time per run in the benchmark's process
+// (starting the plugin, feeding its stdin, collecting its output, reaping
+// it) and their ratio, ours over libcni's: lower is better. The plugins' own CPU is the same on both sides
 // and not counted.
 func BenchmarkPluginExec(b *testing.B) {
 	require.NotEmpty(b, pluginDir, "plugins are built by TestMain")
@@ -27,7 +27,7 @@ func BenchmarkPluginExec(b *testing.B) {
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"bench","type":"loopback"}`)
 	environ := append(os.Environ(), "CNI_COMMAND=VERSION")
 	ctx := context.Background()
-	sides := []rawExec{newRawExec(nil), &invoke.RawExec{}}
+	sides := []Raw{NewRaw(nil), &invoke.RawExec{}}
 	var cpu [2]testenv.CPUTime
 	for i := 0; b.Loop(); i++ {
 		for k := range sides {

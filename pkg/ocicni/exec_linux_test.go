@@ -1,0 +1,207 @@
+package ocicni
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// These tests run shell scripts as plugins, through managedExec over the
+// default executor; they need no root and no netns. The executor's own
+// tests are in internal/pluginexec.
+
+// script writes an executable shell script with body and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plugin.sh")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return path
+}
+
+// waitPid waits for a script to write a pid to path and makes sure that
+// process does not outlive the test.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		pid = testenv.ReadPidFile(t, path)
+		return pid != 0
+	}, 10*time.Second, 5*time.Millisecond, "pid file %s", path)
+	testenv.KillOnCleanup(t, pid)
+	return pid
+}
+
+func requireGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return testenv.ProcessGone(t, pid) }, 10*time.Second, 5*time.Millisecond,
+		"%s (pid %d) is still running", what, pid)
+}
+
+// requireReturns waits for an operation started in a goroutine, which
+// must return once its context has ended, and returns its error.
+func requireReturns(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the operation did not return after its context ended")
+		return nil
+	}
+}
+
+// execAsync runs e.ExecPlugin in a goroutine and returns its error channel.
+func execAsync(ctx context.Context, e invoke.Exec, pluginPath string, stdin []byte, environ []string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ExecPlugin(ctx, pluginPath, stdin, environ)
+		done <- err
+	}()
+	return done
+}
+
+// A plugin that the default executor killed because its context ended
+// fails with the context's error next to its own *types.Error.
+func TestExecKilledPluginWrapsContextError(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		ctx    func() (context.Context, context.CancelFunc)
+		cancel bool // cancel once the plugin runs, rather than wait for the deadline
+		want   error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, context.Canceled},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 2*time.Second)
+		}, false, context.DeadlineExceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			plugin := script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
+exec sleep 1000`)
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			done := execAsync(ctx, managedExec{inner: pluginexec.New(nil)}, plugin, nil, nil)
+			pid := waitPid(t, filepath.Join(dir, "plugin.pid"))
+			if tc.cancel {
+				cancel()
+			}
+
+			err := requireReturns(t, done)
+			require.ErrorIs(t, err, tc.want)
+			var cniErr *types.Error
+			require.ErrorAs(t, err, &cniErr, "the plugin's error is kept")
+			requireGone(t, pid, "plugin")
+		})
+	}
+}
+
+// execCounter counts ExecPlugin calls.
+type execCounter struct {
+	invoke.Exec
+	calls int
+}
+
+func (c *execCounter) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	c.calls++
+	return c.Exec.ExecPlugin(ctx, pluginPath, stdinData, environ)
+}
+
+// TestExecDoneContextStartsNoPlugin: with a context that is already done,
+// the manager's executor calls no executor (whatever WithExec gave it),
+// and returns the context's error.
+func TestExecDoneContextStartsNoPlugin(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	ctxs := map[string]struct {
+		ctx  context.Context
+		want error
+	}{
+		"cancelled": {cancelled, context.Canceled},
+		"expired":   {expired, context.DeadlineExceeded},
+	}
+	for name, c := range ctxs {
+		t.Run(name, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "ran")
+			plugin := script(t, `touch `+marker)
+			inner := &execCounter{Exec: pluginexec.New(&bytes.Buffer{})}
+
+			_, err := managedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.want)
+			assert.Zero(t, inner.calls, "managedExec did not call the inner executor")
+			assert.NoFileExists(t, marker, "the plugin never ran")
+			var cniErr *types.Error
+			require.NotErrorAs(t, err, &cniErr, "no plugin error: no plugin ran")
+		})
+	}
+}
+
+// The default executor starts the first ADD's plugin before the setup's
+// gate opens (internal/pluginexec tests that it holds back its stdin);
+// when the gate opens with an error, the run returns the gate's error and
+// the hook hears of no run, since no plugin read a config.
+func TestAddGateKilledPluginIsNoRun(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gate  error
+		check func(t *testing.T, err error, conf []byte, runs int)
+	}{
+		{"opens", nil, func(t *testing.T, err error, conf []byte, runs int) {
+			t.Helper()
+			require.NoError(t, err)
+			assert.JSONEq(t, `{"name":"net"}`, string(conf), "the config, once the gate opened")
+			assert.Equal(t, 1, runs)
+		}},
+		{"fails", errors.New("recording failed"), func(t *testing.T, err error, conf []byte, runs int) {
+			t.Helper()
+			require.EqualError(t, err, "recording failed")
+			assert.Empty(t, conf, "the plugin never read its config")
+			assert.Zero(t, runs, "a plugin killed before its config is not a run")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plugin := script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
+			var mu sync.Mutex
+			runs := 0
+			e := managedExec{
+				inner: pluginexec.New(nil),
+				hook:  func(context.Context, PluginRun) { mu.Lock(); runs++; mu.Unlock() },
+			}
+			gate := pluginexec.NewGate()
+			ctx := pluginexec.WithGate(context.Background(), gate)
+			done := execAsync(ctx, e, plugin, []byte(`{"name":"net"}`), []string{"DIR=" + dir, "CNI_COMMAND=ADD"})
+			pid := waitPid(t, filepath.Join(dir, "pid"))
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(filepath.Join(dir, "conf"))
+				return err == nil
+			}, 10*time.Second, time.Millisecond, "the plugin opened its output")
+
+			gate.Release(tc.gate)
+			err := requireReturns(t, done)
+			conf, rerr := os.ReadFile(filepath.Join(dir, "conf"))
+			require.NoError(t, rerr)
+			requireGone(t, pid, "the plugin")
+			mu.Lock()
+			defer mu.Unlock()
+			tc.check(t, err, conf, runs)
+		})
+	}
+}
