@@ -14,7 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/internal/names"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -141,13 +141,13 @@ func checkNetwork(t *testing.T, name string, n *Network) {
 	if name != n.Name || name != n.List.Name {
 		t.Fatalf("network %q is filed as %q", n.List.Name, name)
 	}
-	if err := cache.ValidateName("network name", name); err != nil {
+	if err := names.ValidateName("network name", name); err != nil {
 		t.Fatalf("loaded network name fails a request's validation: %v", err)
 	}
 	if err := utils.ValidateNetworkName(name); err != nil {
 		t.Fatalf("loaded network name fails libcni's validation: %v", err)
 	}
-	if len(name) > cache.MaxNetworkNameLen {
+	if len(name) > names.MaxNetworkNameLen {
 		t.Fatalf("loaded network name is %d bytes long", len(name))
 	}
 	if len(n.List.Plugins) == 0 {

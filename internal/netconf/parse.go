@@ -14,7 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
 // MaxConfigFileSize is the largest network configuration file a load
@@ -54,7 +54,7 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		return fail("", fmt.Errorf("%w: no network name", ErrInvalidConfig))
 	}
 	// The name is checked before it becomes part of the sub-folder path.
-	if err := cache.ValidateNetworkName(list.Name); err != nil {
+	if err := names.ValidateNetworkName(list.Name); err != nil {
 		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	if conflist && !list.LoadOnlyInlinedPlugins {
