@@ -105,7 +105,7 @@ func TestMemorySetAndLoad(t *testing.T) {
 	assert.Equal(t, []string{"c"}, l.Snapshot().Names())
 	require.Len(t, l.Snapshot().Skipped(), 1)
 	sk := l.Snapshot().Skipped()[0]
-	assert.ErrorIs(t, sk, ErrInvalidConfig)
+	require.ErrorIs(t, sk, ErrInvalidConfig)
 	assert.Equal(t, "0", sk.File)
 	assert.Equal(t, "d", sk.Network)
 
