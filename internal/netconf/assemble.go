@@ -18,7 +18,7 @@ func (l *Loader) assemble(s *scan) *Set {
 	for _, n := range last.byName {
 		lastByFile[n.File] = n
 	}
-	set := NewSet(l.confDir, "")
+	set := NewSet(l.source, "")
 	var firstValid string
 	for _, f := range s.files {
 		set.skipped = append(set.skipped, f.skips...)

@@ -1,6 +1,6 @@
 // Package netconf loads the CNI network configuration that package
-// ocicni's manager attaches pods to: it reads the conf dir, probes plugin
-// binaries with VERSION, and publishes the result as an immutable [Set]
+// ocicni's manager attaches pods to: it reads the conf dir (or configs
+// held in memory, see [MemorySource]), probes plugin binaries with VERSION, and publishes the result as an immutable [Set]
 // that readers take without locks. It knows nothing of the manager: the
 // manager reads what a [Loader] exposes ([Loader.Snapshot],
 // [Loader.Lookup], [Loader.Published]) and asks it for loads
@@ -46,6 +46,20 @@
 // parse, so that a file being rewritten by a non-atomic writer does not
 // drop its network. An unreadable conf dir fails the load and leaves the
 // published set as it was.
+//
+// # Configs held in memory
+//
+// A loader created with [Config].Memory reads the configs of a
+// [MemorySource] instead of a conf dir: config lists that a caller has
+// parsed itself (package gocni, whose users hand it their networks) and
+// hands over with [MemorySource.Set] before it calls [Loader.Load]. Each
+// one is parsed and checked as a ".conflist" file is, in the given order
+// instead of file name order, and the set is built the same way: the same
+// checks, VERSION probes, default network, skips and [ConfigError]s, with
+// the config's [MemoryConfig].Name where a file's path would be. Only the
+// disk's concerns are left out: a config held in memory has no sub-folder,
+// is never half-written (so an invalid one keeps no last valid parse), and
+// is not watched; [NetworkNotFoundError].ConfDir is "memory".
 //
 // # VERSION
 //
@@ -109,7 +123,7 @@
 // reads and parses the conf dir and while it publishes, never while a
 // plugin runs. The lock order is: the loader's lock, then the VERSION
 // cache's mutex, then the publication mutex; the requests' mutex is a
-// leaf. [Loader.Snapshot] takes no lock, so readers never wait for a load.
+// leaf, and so is a [MemorySource]'s. [Loader.Snapshot] takes no lock, so readers never wait for a load.
 //
 // # Errors
 //

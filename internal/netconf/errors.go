@@ -52,7 +52,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // the reason. It satisfies errors.Is(err, ErrNetworkNotFound).
 type NetworkNotFoundError struct {
 	Network string
-	ConfDir string
+	ConfDir string // the conf dir, or "memory" when the configs are held in memory
 	Skipped []*ConfigError
 }
 

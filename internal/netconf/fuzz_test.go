@@ -14,7 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/internal/names"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
@@ -98,6 +98,64 @@ func fuzzLoad(t *testing.T, exts uint8, a, b, sub []byte) {
 	if sets[1].DefaultName() != sets[0].DefaultName() {
 		t.Fatalf("a load of the same files changed the default from %q to %q", sets[0].DefaultName(), sets[1].DefaultName())
 	}
+	fuzzMemory(t, cfg, files, sets[0])
+}
+
+// fuzzMemory loads the bytes of files from memory, as config lists named
+// after the files, and checks the set as checkSet does. When the files
+// read as memory configs do (all ".conflist", no sub-folder plugin), the
+// set must be the files' set: both go through the same checks.
+func fuzzMemory(t *testing.T, cfg Config, files []string, fromFiles *Set) {
+	t.Helper()
+	logger, hook := test.NewNullLogger()
+	cfg.Log = logrus.NewEntry(logger)
+	cfg.Memory = &MemorySource{}
+	same := true
+	var configs []MemoryConfig
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = append(configs, MemoryConfig{Name: f, Bytes: data})
+		same = same && strings.HasSuffix(f, ".conflist")
+	}
+	if des, err := os.ReadDir(filepath.Join(cfg.ConfDir, "fuzz")); err != nil || len(des) > 0 {
+		same = false
+	}
+	cfg.Memory.Set(configs...)
+	done := make(chan *Loader, 1)
+	go func() {
+		l, err := New(cfg)
+		if err != nil {
+			t.Errorf("New: %v", err)
+		}
+		done <- l
+	}()
+	var l *Loader
+	select {
+	case l = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a load from memory did not return within 10s")
+	}
+	if l == nil {
+		return
+	}
+	l.Shutdown()
+	set := l.Snapshot()
+	checkSet(t, set, files, hook)
+	if !same {
+		return
+	}
+	if got, want := set.Names(), fromFiles.Names(); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		t.Fatalf("the files loaded %q, the same configs from memory %q", want, got)
+	}
+	if set.DefaultName() != fromFiles.DefaultName() {
+		t.Fatalf("the files' default is %q, memory's %q", fromFiles.DefaultName(), set.DefaultName())
+	}
+	if got, want := len(set.Skipped()), len(fromFiles.Skipped()); got != want {
+		t.Fatalf("the files skipped %d, memory %d: %v, %v", want, got, fromFiles.Skipped(), set.Skipped())
+	}
 }
 
 func checkSet(t *testing.T, set *Set, files []string, hook *test.Hook) {
@@ -141,13 +199,13 @@ func checkNetwork(t *testing.T, name string, n *Network) {
 	if name != n.Name || name != n.List.Name {
 		t.Fatalf("network %q is filed as %q", n.List.Name, name)
 	}
-	if err := cache.ValidateName("network name", name); err != nil {
+	if err := names.ValidateName("network name", name); err != nil {
 		t.Fatalf("loaded network name fails a request's validation: %v", err)
 	}
 	if err := utils.ValidateNetworkName(name); err != nil {
 		t.Fatalf("loaded network name fails libcni's validation: %v", err)
 	}
-	if len(name) > cache.MaxNetworkNameLen {
+	if len(name) > names.MaxNetworkNameLen {
 		t.Fatalf("loaded network name is %d bytes long", len(name))
 	}
 	if len(n.List.Plugins) == 0 {

@@ -15,8 +15,13 @@ import (
 type Config struct {
 	ConfDir string   // the directory of network configuration files
 	BinDirs []string // where plugin binaries are looked for
+	// Memory, when set, holds the configs that loads read instead of
+	// ConfDir: the loader then reads no directory and starts no watcher,
+	// whatever ConfDir and Watch say. See [MemorySource].
+	Memory *MemorySource
 	// DefaultNetwork fixes the default network's name; "" makes it the
-	// first valid file's network, following the directory.
+	// first valid file's network, following the directory (or the order
+	// of the configs held in memory).
 	DefaultNetwork string
 	// Exec finds plugin binaries and runs their VERSION. A FindInPath
 	// error that does not wrap [ErrPluginNotFound] yet is wrapped in it.
@@ -24,7 +29,7 @@ type Config struct {
 	Log  *logrus.Entry
 	// Watch starts the watcher: a load on every burst of changes in the
 	// conf dir, its sub-folders and the bin dirs, Debounce apart (see
-	// [Loader]).
+	// [Loader]). It is ignored with Memory.
 	Watch    bool
 	Debounce time.Duration
 	// VersionWait is how long a load waits for VERSION answers
@@ -34,12 +39,14 @@ type Config struct {
 	VersionTimeout time.Duration
 }
 
-// Loader owns the network configuration: it reads the conf dir, probes
-// plugin binaries with VERSION, publishes each new [Set] atomically, and,
-// with [Config].Watch, loads again on every burst of changes. See the
-// package doc.
+// Loader owns the network configuration: it reads the conf dir (or the
+// configs held in a [MemorySource]), probes plugin binaries with VERSION,
+// publishes each new [Set] atomically, and, with [Config].Watch, loads
+// again on every burst of changes. See the package doc.
 type Loader struct {
-	confDir  string
+	confDir  string        // read unless memory is set
+	memory   *MemorySource // nil: the configs are the conf dir's files
+	source   string        // names the source in errors: the conf dir, or memorySourceName
 	binDirs  []string
 	fixed    string // the default network's fixed name, if any
 	exec     invoke.Exec
@@ -51,11 +58,12 @@ type Loader struct {
 	// lock is a 1-slot semaphore, so that waiting for it respects the
 	// context. It guards files, gen and published, and is held for every
 	// store to current. Lock order: lock, then versionCache.mu, then
-	// pub.mu (in publish). reqs.mu is a leaf, never held with another.
+	// pub.mu (in publish). reqs.mu is a leaf, never held with another;
+	// so is memory.mu, taken under lock.
 	lock      chan struct{}
-	files     map[string]*parsedFile
-	gen       uint64 // loads that have read the conf dir
-	published uint64 // gen of the load that published last
+	files     map[string]*parsedFile // by path, or by a memory config's name
+	gen       uint64                 // loads that have read the conf dir
+	published uint64                 // gen of the load that published last
 
 	// current is the set published last, read without locks; stored only
 	// by publish.
@@ -83,6 +91,8 @@ func New(cfg Config) (*Loader, error) {
 	}
 	l := &Loader{
 		confDir: cfg.ConfDir,
+		memory:  cfg.Memory,
+		source:  cfg.ConfDir,
 		binDirs: cfg.BinDirs,
 		fixed:   cfg.DefaultNetwork,
 		exec:    cfg.Exec,
@@ -95,8 +105,11 @@ func New(cfg Config) (*Loader, error) {
 	// An answer that a load stopped waiting for brings its network in
 	// through a load of its own.
 	l.versions = newVersionCache(cfg.Exec, cfg.VersionTimeout, func() { l.RequestLoad() })
-	l.current.Store(NewSet(cfg.ConfDir, cfg.DefaultNetwork))
-	if cfg.Watch {
+	if l.memory != nil {
+		l.source = memorySourceName
+	}
+	l.current.Store(NewSet(l.source, cfg.DefaultNetwork))
+	if cfg.Watch && l.memory == nil { // configs held in memory have nothing to watch
 		w, err := newWatcher(cfg.ConfDir, cfg.BinDirs, cfg.Debounce, l.watchLoad, cfg.Log)
 		if err != nil {
 			return nil, err

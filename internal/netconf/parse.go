@@ -14,7 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
 // MaxConfigFileSize is the largest network configuration file a load
@@ -33,19 +33,31 @@ func readConfigFile(path string) ([]byte, error) {
 // parseFile reads one config file into a network list, with the plugin
 // configs of the list's sub-folder appended as libcni does.
 func parseFile(path string, stamp fileStamp) *parsedFile {
-	pf := &parsedFile{stamp: stamp}
-	fail := func(network string, err error) *parsedFile {
-		pf.err = &ConfigError{File: path, Network: network, Err: err}
-		return pf
-	}
 	data, err := readConfigFile(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fail("", err) // removed since the listing
+		if !errors.Is(err, fs.ErrNotExist) { // else removed since the listing
+			err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
-		return fail("", fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		return &parsedFile{stamp: stamp, err: &ConfigError{File: path, Err: err}}
 	}
-	conflist := strings.HasSuffix(path, ".conflist")
+	pf := parseConfig(path, data, strings.HasSuffix(path, ".conflist"), filepath.Dir(path))
+	pf.stamp = stamp
+	return pf
+}
+
+// parseConfig parses and checks the config called file (a path, or the
+// name of a config held in memory): a config list when conflist is set,
+// else a single-plugin config. A list that does not set
+// loadOnlyInlinedPlugins gets the ".conf" plugin configs of its
+// sub-folder <subRoot>/<network name> appended, as libcni does; with
+// subRoot "" (a config held in memory) no sub-folder is read. Files and
+// configs held in memory go through the same checks here.
+func parseConfig(file string, data []byte, conflist bool, subRoot string) *parsedFile {
+	pf := &parsedFile{}
+	fail := func(network string, err error) *parsedFile {
+		pf.err = &ConfigError{File: file, Network: network, Err: err}
+		return pf
+	}
 	list, err := parseBytes(data, conflist)
 	if err != nil {
 		return fail(peekName(data), err)
@@ -54,11 +66,11 @@ func parseFile(path string, stamp fileStamp) *parsedFile {
 		return fail("", fmt.Errorf("%w: no network name", ErrInvalidConfig))
 	}
 	// The name is checked before it becomes part of the sub-folder path.
-	if err := cache.ValidateNetworkName(list.Name); err != nil {
+	if err := names.ValidateNetworkName(list.Name); err != nil {
 		return fail(list.Name, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
-	if conflist && !list.LoadOnlyInlinedPlugins {
-		if err := pf.addSubPlugins(filepath.Join(filepath.Dir(path), list.Name), list); err != nil {
+	if conflist && subRoot != "" && !list.LoadOnlyInlinedPlugins {
+		if err := pf.addSubPlugins(filepath.Join(subRoot, list.Name), list); err != nil {
 			return fail(list.Name, err)
 		}
 	}

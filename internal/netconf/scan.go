@@ -33,10 +33,14 @@ type parsedFile struct {
 	// subSkipped the files there that were not read.
 	subDir     string
 	subSkipped []*ConfigError
+	// data is a config held in memory's bytes, to tell whether it changed
+	// (a file's stamp tells that); nil for a file.
+	data []byte
 }
 
-// scan is one read of the conf dir: the files in name order, and the
-// plugin binaries their lists use, by type.
+// scan is one read of the source (the conf dir, or the configs held in
+// memory): the files in name order, or the configs in their order, and
+// the plugin binaries their lists use, by type.
 type scan struct {
 	gen         uint64
 	provisional bool
@@ -45,7 +49,7 @@ type scan struct {
 }
 
 type scannedFile struct {
-	path    string
+	path    string                    // the file's path, or the name of a config held in memory
 	list    *libcni.NetworkConfigList // the list to validate; nil when none
 	skips   []*ConfigError
 	readErr *ConfigError // why the file could not be read or parsed; nil when it was
@@ -58,34 +62,39 @@ type binary struct {
 	version *versionEntry // nil when not found
 }
 
-// scan lists and parses the conf dir, re-parsing only changed files, and
-// starts the VERSION calls of the plugins the files use.
+// readConfig is one config that a scan read, and its parse.
+type readConfig struct {
+	name   string // the file's path, or the name of a config held in memory
+	parsed *parsedFile
+}
+
+// scan lists and parses the source, re-parsing only what changed, and
+// starts the VERSION calls of the plugins the configs use. Files and
+// configs held in memory are read differently (readDir, readMemory) and
+// then go through the same steps: here, in assemble and in publish.
 func (l *Loader) scan(ctx context.Context) (*scan, error) {
 	if err := l.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer l.release()
 
-	paths, err := libcni.ConfFiles(l.confDir, confExtensions)
-	if err != nil {
-		return nil, fmt.Errorf("ocicni: reading conf dir %s: %w", l.confDir, err)
+	var read []readConfig
+	if l.memory != nil {
+		read = l.readMemory()
+	} else {
+		var err error
+		if read, err = l.readDir(); err != nil {
+			return nil, err
+		}
 	}
-	slices.Sort(paths)
 	l.gen++
 	s := &scan{gen: l.gen, bins: make(map[string]*binary)}
-	seen := make(map[string]bool, len(paths))
-	for _, path := range paths {
-		fi, err := os.Stat(path)
-		if err != nil {
-			continue // removed since the listing
-		}
-		seen[path] = true
-		pf := l.parsed(path, fi)
-		f := scannedFile{path: path, list: pf.list, skips: slices.Clone(pf.subSkipped)}
+	seen := make(map[string]bool, len(read))
+	for _, r := range read {
+		seen[r.name] = true
+		pf := r.parsed
+		f := scannedFile{path: r.name, list: pf.list, skips: slices.Clone(pf.subSkipped)}
 		if pf.err != nil {
-			if errors.Is(pf.err, fs.ErrNotExist) {
-				continue
-			}
 			f.skips = append(f.skips, pf.err)
 			f.list = pf.lastGood
 			f.readErr = pf.err
@@ -95,12 +104,35 @@ func (l *Loader) scan(ctx context.Context) (*scan, error) {
 			l.findBinaries(s, f.list)
 		}
 	}
-	for path := range l.files {
-		if !seen[path] {
-			delete(l.files, path)
+	for name := range l.files {
+		if !seen[name] {
+			delete(l.files, name)
 		}
 	}
 	return s, nil
+}
+
+// readDir lists the conf dir and parses its files in name order,
+// re-parsing only changed files; l.lock must be held.
+func (l *Loader) readDir() ([]readConfig, error) {
+	paths, err := libcni.ConfFiles(l.confDir, confExtensions)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: reading conf dir %s: %w", l.confDir, err)
+	}
+	slices.Sort(paths)
+	read := make([]readConfig, 0, len(paths))
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // removed since the listing
+		}
+		pf := l.parsed(path, fi)
+		if pf.err != nil && errors.Is(pf.err, fs.ErrNotExist) {
+			continue
+		}
+		read = append(read, readConfig{name: path, parsed: pf})
+	}
+	return read, nil
 }
 
 // findBinaries finds the binaries of list's plugin types that s has not

@@ -22,7 +22,7 @@ type Network struct {
 // A load builds a new set and publishes it whole (see [Loader.Snapshot]);
 // a set is never modified once published, so it is read without locks.
 type Set struct {
-	confDir     string // for NotFound
+	confDir     string // for NotFound: the conf dir, or "memory"
 	byName      map[string]*Network
 	defaultName string
 	skipped     []*ConfigError // files that were not loaded, in file order
@@ -32,9 +32,10 @@ type Set struct {
 	unconfirmed map[*ConfigError]bool
 }
 
-// NewSet builds a set by hand: the networks of conf dir confDir, and the
-// default network's name ("" for none). A [Loader] builds its own sets;
-// NewSet is for tests of the code that reads them.
+// NewSet builds a set by hand: the networks of conf dir confDir ("memory"
+// for configs held in memory), and the default network's name ("" for
+// none). A [Loader] builds its own sets; NewSet is for tests of the code
+// that reads them.
 func NewSet(confDir, defaultName string, nets ...*Network) *Set {
 	s := &Set{confDir: confDir, byName: make(map[string]*Network, len(nets)), defaultName: defaultName}
 	for _, n := range nets {

@@ -3,6 +3,8 @@ package cache
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
 var (
@@ -13,7 +15,8 @@ var (
 
 	// ErrInvalidName marks a network name, container ID or interface name
 	// that cannot safely become part of a file path. See [ValidateName].
-	ErrInvalidName = errors.New("cache: invalid name")
+	// It is the config loader's too, which applies the same rules.
+	ErrInvalidName = names.ErrInvalidName
 
 	// ErrOutsideResults is returned by [Cache.RemoveFile] for a path that is
 	// not a file directly inside [Cache.ResultsDir].
@@ -43,19 +46,10 @@ func (e *EntryError) Error() string {
 func (e *EntryError) Unwrap() error { return e.Err }
 
 // InvalidNameError reports why a name was rejected by [ValidateName].
-// It unwraps to [ErrInvalidName].
-type InvalidNameError struct {
-	Field  string // "network", "container ID" or "ifname"
-	Value  string
-	Reason string
-}
-
-func (e *InvalidNameError) Error() string {
-	return fmt.Sprintf("cache: invalid %s %q: %s", e.Field, e.Value, e.Reason)
-}
-
-// Unwrap returns [ErrInvalidName].
-func (e *InvalidNameError) Unwrap() error { return ErrInvalidName }
+// It unwraps to [ErrInvalidName]. Its Field is "network", "container ID",
+// "ifname", "netns path" or "config digest" (see [FieldNetwork] and the
+// constants after it).
+type InvalidNameError = names.InvalidNameError
 
 // corrupt wraps cause so that the result matches both ErrCorruptEntry and
 // cause.

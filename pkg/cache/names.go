@@ -1,23 +1,34 @@
 package cache
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
-	"unicode"
 
-	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/utils"
+	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
 // Field names used in [InvalidNameError.Field].
 const (
-	FieldNetwork      = "network"
-	FieldContainerID  = "container ID"
-	FieldIfName       = "ifname"
+	FieldNetwork      = names.FieldNetwork
+	FieldContainerID  = names.FieldContainerID
+	FieldIfName       = names.FieldIfName
 	FieldNetNS        = "netns path"
 	FieldConfigDigest = "config digest"
 )
+
+// Length limits of the three names. Together they keep a cache file name,
+// "<network>-<id>-<ifname>", within the 255 bytes that Linux file systems
+// allow (100 + 1 + 128 + 1 + 15 = 245), so that no request can get as far
+// as a plugin run and then fail at libcni's cache write.
+const (
+	MaxNetworkNameLen = names.MaxNetworkNameLen
+	MaxContainerIDLen = names.MaxContainerIDLen
+	MaxIfNameLen      = names.MaxIfNameLen
+)
+
+// The name rules live in package names, below this package and the
+// config loader, which both apply them; the functions here are the
+// public face of those rules, with the same results and errors.
 
 // ValidateName checks that value, the field named by field (see
 // [FieldNetwork], [FieldContainerID], [FieldIfName]), can safely become
@@ -29,92 +40,27 @@ const (
 // (requests, and every name read from a cache file or an order record) are
 // checked with the stricter [ValidateNetworkName], [ValidateContainerID]
 // and [ValidateIfName].
-func ValidateName(field, value string) error {
-	reason := ""
-	switch {
-	case value == "":
-		reason = "is empty"
-	case value == ".":
-		reason = `is "."`
-	case strings.Contains(value, ".."):
-		reason = `contains ".."`
-	case strings.ContainsRune(value, '/'):
-		reason = `contains '/'`
-	case strings.ContainsRune(value, '\\'):
-		reason = `contains '\'`
-	case strings.ContainsRune(value, 0):
-		reason = "contains NUL"
-	case strings.ContainsFunc(value, unicode.IsControl):
-		reason = "contains a control character"
-	default:
-		return nil
-	}
-	return &InvalidNameError{Field: field, Value: value, Reason: reason}
-}
-
-// Length limits of the three names. Together they keep a cache file name,
-// "<network>-<id>-<ifname>", within the 255 bytes that Linux file systems
-// allow (100 + 1 + 128 + 1 + 15 = 245), so that no request can get as far
-// as a plugin run and then fail at libcni's cache write.
-const (
-	MaxNetworkNameLen = 100
-	MaxContainerIDLen = 128
-	MaxIfNameLen      = 15
-)
+func ValidateName(field, value string) error { return names.ValidateName(field, value) }
 
 // ValidateNetworkName checks a network name as libcni's ADD does
 // ([utils.ValidateNetworkName]: a letter or digit, then letters, digits,
 // '_', '.' and '-'), plus [ValidateName] and [MaxNetworkNameLen].
-func ValidateNetworkName(name string) error {
-	return validate(FieldNetwork, name, MaxNetworkNameLen, utils.ValidateNetworkName)
-}
+func ValidateNetworkName(name string) error { return names.ValidateNetworkName(name) }
 
 // ValidateContainerID checks a container ID as libcni's ADD does
 // ([utils.ValidateContainerID]), plus [ValidateName] and
 // [MaxContainerIDLen].
-func ValidateContainerID(id string) error {
-	return validate(FieldContainerID, id, MaxContainerIDLen, utils.ValidateContainerID)
-}
+func ValidateContainerID(id string) error { return names.ValidateContainerID(id) }
 
 // ValidateIfName checks an interface name as libcni's ADD does
 // ([utils.ValidateInterfaceName]: at most 15 bytes, no '/', ':' or
 // whitespace), plus [ValidateName].
-func ValidateIfName(ifname string) error {
-	return validate(FieldIfName, ifname, MaxIfNameLen, utils.ValidateInterfaceName)
-}
-
-// validate applies the path checks, the length limit and libcni's check,
-// in that order, and reports the first failure as an *InvalidNameError.
-func validate(field, value string, maxLen int, libcniCheck func(string) *types.Error) error {
-	if err := ValidateName(field, value); err != nil {
-		return err
-	}
-	if len(value) > maxLen {
-		return &InvalidNameError{
-			Field: field, Value: value,
-			Reason: fmt.Sprintf("is %d bytes long, more than %d", len(value), maxLen),
-		}
-	}
-	if cerr := libcniCheck(value); cerr != nil {
-		reason := cerr.Msg
-		if cerr.Details != "" && cerr.Details != value {
-			reason += ": " + cerr.Details
-		}
-		return &InvalidNameError{Field: field, Value: value, Reason: reason}
-	}
-	return nil
-}
+func ValidateIfName(ifname string) error { return names.ValidateIfName(ifname) }
 
 // ValidateNames checks the three names of one attachment with
 // [ValidateNetworkName], [ValidateContainerID] and [ValidateIfName].
 func ValidateNames(network, id, ifname string) error {
-	if err := ValidateNetworkName(network); err != nil {
-		return err
-	}
-	if err := ValidateContainerID(id); err != nil {
-		return err
-	}
-	return ValidateIfName(ifname)
+	return names.ValidateNames(network, id, ifname)
 }
 
 // FileName returns the libcni cache file name "<network>-<id>-<ifname>",

@@ -1,53 +1,42 @@
 package cache
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
-func TestValidateName(t *testing.T) {
+// TestNameRulesReexported checks that the name rules, which live in
+// package names, keep this package's API: its functions reject what the
+// rules reject, and their errors match this package's ErrInvalidName and
+// *InvalidNameError (the rules themselves are tested in package names).
+func TestNameRulesReexported(t *testing.T) {
 	tests := []struct {
-		value  string
-		reason string // "" means valid
+		name  string
+		err   error
+		field string
 	}{
-		{"abc", ""},
-		{"0123456789abcdef", ""},
-		{"my-net_1.2", ""},
-		{"a.b", ""},
-		{".hidden", ""},
-		{"eth0:1", ""},
-		{"ünïcode", ""},
-		{"", "is empty"},
-		{".", `is "."`},
-		{"..", `contains ".."`},
-		{"../x", `contains ".."`},
-		{"x/..", `contains ".."`},
-		{"a..b", `contains ".."`},
-		{"a/b", `contains '/'`},
-		{"/abs", `contains '/'`},
-		{`a\b`, `contains '\'`},
-		{"a\x00", "contains NUL"},
-		{"a\n", "contains a control character"},
-		{"a\tb", "contains a control character"},
-		{"a\x7f", "contains a control character"},
-		{"a\u0085", "contains a control character"},
+		{"ValidateName", ValidateName(FieldNetNS, "a/b"), FieldNetNS},
+		{"ValidateNetworkName", ValidateNetworkName("-net"), FieldNetwork},
+		{"ValidateContainerID", ValidateContainerID(".."), FieldContainerID},
+		{"ValidateIfName", ValidateIfName("eth:0"), FieldIfName},
+		{"ValidateNames", ValidateNames("net1", "abc", strings.Repeat("e", MaxIfNameLen+1)), FieldIfName},
 	}
 	for _, tt := range tests {
-		t.Run(tt.value, func(t *testing.T) {
-			err := ValidateName(FieldContainerID, tt.value)
-			if tt.reason == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorIs(t, err, ErrInvalidName)
+		t.Run(tt.name, func(t *testing.T) {
+			require.ErrorIs(t, tt.err, ErrInvalidName)
+			require.ErrorIs(t, tt.err, names.ErrInvalidName)
 			var ine *InvalidNameError
-			require.ErrorAs(t, err, &ine)
-			assert.Equal(t, InvalidNameError{FieldContainerID, tt.value, tt.reason}, *ine)
-			assert.Contains(t, err.Error(), "container ID")
+			require.ErrorAs(t, tt.err, &ine)
+			assert.Equal(t, tt.field, ine.Field)
+			assert.True(t, strings.HasPrefix(tt.err.Error(), "cache: invalid "+tt.field+" "), tt.err.Error())
 		})
 	}
+	require.NoError(t, ValidateNames("net1", "abc", "eth0"))
 }
 
 func TestFileName(t *testing.T) {

@@ -2,10 +2,11 @@ package cni
 
 import (
 	"context"
-	"fmt"
-	"os"
+	"errors"
 	"sync"
 
+	"github.com/seed-671fdd43/ocicni/internal/enginehook"
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
@@ -36,14 +37,15 @@ var _ CNI = (*Face)(nil)
 // an [ocicni.Manager]. [New] returns one; its methods beyond [CNI] (GC,
 // Engine, Shutdown) are reached with a type assertion.
 type Face struct {
-	engine  *ocicni.Manager
-	state   *faceState // the face's own directory, holding the engine's conf dir
-	confDir string     // the engine's conf dir, state.confDir
+	engine *ocicni.Manager
+	// src holds the loaded networks (loopback excepted) for the engine,
+	// which loads them from memory instead of a conf dir.
+	src *netconf.MemorySource
 
 	// Lock order: loadMu, then mu. Neither is held while a pod's plugins
 	// run; loadMu is held while a load reads the conf dir and the engine
 	// reloads.
-	loadMu   sync.Mutex   // serializes loads and the engine conf dir's writes
+	loadMu   sync.Mutex   // serializes loads and the engine's source
 	mu       sync.RWMutex // guards cfg and lastLoad
 	cfg      config
 	lastLoad []Opt // the options of the last load, run again by ready
@@ -51,38 +53,32 @@ type Face struct {
 
 // New returns a [CNI] whose dynamic type is [*Face]. It applies opts in
 // order (options that load networks load them now, as go-cni's do),
-// starts the engine without a config watcher, on a conf dir of the face's
-// own that mirrors the loaded networks, and remembers opts as the last
-// load.
+// starts the engine without a config watcher on the loaded networks,
+// which the face hands it in memory, and remembers opts as the last load.
 func New(opts ...Opt) (CNI, error) {
 	cfg := defaultConfig()
-	var loadErr error
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	state, err := newFaceState()
-	if err != nil {
-		return nil, err
+	withMemory, ok := enginehook.WithMemorySource.(func(*netconf.MemorySource) ocicni.Option)
+	if !ok { // see package enginehook: a bug of this module, never of the caller
+		return nil, errors.New("gocni: package ocicni did not provide its memory source hook")
 	}
-	if err := os.Mkdir(state.confDir, 0o700); err != nil {
-		_ = state.remove()
-		return nil, fmt.Errorf("gocni: engine conf dir: %w", err)
-	}
-	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+3)
+	src := &netconf.MemorySource{}
+	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+2)
 	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...))
 	engineOpts = append(engineOpts, cfg.engineOpts...)
-	engineOpts = append(engineOpts, ocicni.WithConfDir(state.confDir), ocicni.WithoutWatcher())
+	engineOpts = append(engineOpts, withMemory(src)) // also turns the engine's watcher off
 	engine, err := ocicni.New(engineOpts...)
 	if err != nil {
-		_ = state.remove() // ours, and empty: nothing to keep
 		return nil, err
 	}
 	cfg.engineOpts = nil
-	f := &Face{engine: engine, confDir: state.confDir, state: state, cfg: cfg, lastLoad: opts}
+	f := &Face{engine: engine, src: src, cfg: cfg, lastLoad: opts}
 	f.loadMu.Lock()
-	loadErr = f.materialize(cfg.networks)
+	loadErr := f.publish(cfg.networks)
 	f.loadMu.Unlock()
 	if loadErr != nil {
 		_ = f.Shutdown() // never fails
@@ -95,15 +91,11 @@ func New(opts ...Opt) (CNI, error) {
 // (PendingTeardowns, TearDownPodOutcomes, NetworkStatuses...).
 func (f *Face) Engine() *ocicni.Manager { return f.engine }
 
-// Shutdown stops the engine (see [ocicni.Manager.Shutdown]) and removes
-// the face's conf dir. Call it last: the face does not serve afterwards.
-func (f *Face) Shutdown() error {
-	err := f.engine.Shutdown()
-	if rmErr := f.state.remove(); rmErr != nil && err == nil {
-		err = fmt.Errorf("gocni: removing engine conf dir: %w", rmErr)
-	}
-	return err
-}
+// Shutdown stops the engine (see [ocicni.Manager.Shutdown]). Call it
+// last: the face does not serve afterwards. The face keeps nothing on
+// disk of its own, so a runtime that never calls Shutdown (go-cni has
+// none) leaves nothing behind either.
+func (f *Face) Shutdown() error { return f.engine.Shutdown() }
 
 // GetConfig returns a copy of the configuration and of the loaded
 // networks, the loopback network included.

@@ -29,23 +29,21 @@
 // Loading stays the caller's, as in go-cni: options given to [New] or to
 // [CNI.Load] ([WithDefaultConf], [WithAllConf], [WithConfListBytes], ...)
 // parse configs into an ordered list of networks, network i getting the
-// interface prefix+i. The face writes that list (loopback excepted) into a
-// conf dir of its own (one file per network, each written atomically,
-// every plugin inline) and has the engine, which runs without a watcher,
-// reload it before Load returns. Thus [WithPluginMaxConfNum], go-cni's
-// file order, and configs given as bytes mean what go-cni says, and the
-// engine sees exactly the loaded networks. That conf dir lives in a
-// directory of the face's own under <os.TempDir()>/ocicni-gocni-<euid>
-// (0700, owned by the process's user, or else a fresh temporary
-// directory), locked while the face lives. [Face.Shutdown] removes it;
-// as go-cni has no Shutdown and containerd never calls it, [New] also
-// removes the directories of faces whose lock no live process holds.
+// interface prefix+i. The face hands that list (loopback excepted) to the
+// engine in memory, every plugin inline, and has the engine, which reads
+// no conf dir and runs no watcher, load it before Load returns: the
+// engine checks each network (names, plugin binaries, VERSION) as it
+// checks a conf dir's files, and its messages name a network by its
+// index in [ConfigResult].Networks ("networks[1]"). Thus
+// [WithPluginMaxConfNum], go-cni's file order, and configs given as bytes
+// mean what go-cni says, and the engine sees exactly the loaded networks.
+// The face writes no files: nothing is left on disk when a runtime never
+// calls [Face.Shutdown] (go-cni has none).
 //
 // The face does not depend on the caller's watcher alone: a Setup, Check
 // or Status that finds fewer networks than [WithMinNetworkCount] asks for
 // runs the last load's options again first, so a conf file moved away and
-// back is picked up without another Load. A setup that finds a network
-// missing from the engine's conf dir writes it again and retries once.
+// back is picked up without another Load.
 //
 // # Differences from go-cni
 //

@@ -1,17 +1,16 @@
 package cni
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
 // loadConfDir appends up to maxConfigs networks (all when maxConfigs <= 0)
@@ -94,7 +93,7 @@ func (f *Face) loadLocked(opts []Opt) error {
 			break
 		}
 	}
-	mErr := f.materialize(next.networks)
+	mErr := f.publish(next.networks)
 	f.mu.Lock()
 	f.cfg, f.lastLoad = next, opts
 	f.mu.Unlock()
@@ -132,31 +131,15 @@ func (f *Face) ready() ([]*Network, string, error) {
 	return nil, "", ErrCNINotInitialized
 }
 
-// rematerialize writes the loaded networks to the engine's conf dir again,
-// for a setup that found one missing there (a temp cleaner may have
-// removed the dir).
-func (f *Face) rematerialize() error {
-	f.loadMu.Lock()
-	defer f.loadMu.Unlock()
-	f.mu.RLock()
-	nets := f.cfg.networks
-	f.mu.RUnlock()
-	return f.materialize(nets)
-}
-
-// materialize makes the engine's conf dir hold exactly nets (loopback
-// excluded) as files 0000.conflist, 0001.conflist, ... in order, each
-// written atomically and only when it changed, and reloads the engine.
-// Every plugin of a list is written inline (a sub-folder's plugins
-// included), so the engine reads what the face parsed. Called with
-// f.loadMu held.
-func (f *Face) materialize(nets []*Network) error {
-	if err := os.MkdirAll(f.confDir, 0o700); err != nil {
-		return fmt.Errorf("gocni: engine conf dir: %w", err)
-	}
-	want := map[string]bool{}
-	i := 0
-	for _, n := range nets {
+// publish hands nets (loopback excepted) to the engine, in order, and
+// has it load them before it returns. Every plugin of a list is given
+// inline (a sub-folder's plugins included), so the engine sees what the
+// face parsed. Each config is named after its index in
+// [ConfigResult].Networks, which is where the engine's messages about it
+// (a skip, a missing plugin) point. Called with f.loadMu held.
+func (f *Face) publish(nets []*Network) error {
+	configs := make([]netconf.MemoryConfig, 0, len(nets))
+	for i, n := range nets {
 		if n.loopback {
 			continue
 		}
@@ -164,29 +147,15 @@ func (f *Face) materialize(nets []*Network) error {
 		if err != nil {
 			return fmt.Errorf("gocni: network %q: %w: %w", n.config.Name, err, ErrInvalidConfig)
 		}
-		name := fmt.Sprintf("%04d.conflist", i)
-		i++
-		want[name] = true
-		if err := writeIfChanged(filepath.Join(f.confDir, name), data); err != nil {
-			return err
-		}
+		configs = append(configs, netconf.MemoryConfig{Name: fmt.Sprintf("networks[%d]", i), Bytes: data})
 	}
-	entries, err := os.ReadDir(f.confDir)
-	if err != nil {
-		return fmt.Errorf("gocni: engine conf dir: %w", err)
-	}
-	for _, e := range entries {
-		if !want[e.Name()] {
-			if err := os.RemoveAll(filepath.Join(f.confDir, e.Name())); err != nil {
-				return fmt.Errorf("gocni: engine conf dir: %w", err)
-			}
-		}
-	}
+	f.src.Set(configs...)
 	return f.engine.Reload(context.Background())
 }
 
 // inlineList returns list's JSON with every plugin inline and
-// loadOnlyInlinedPlugins set.
+// loadOnlyInlinedPlugins set, so that the config that libcni caches at ADD
+// (and a DEL from the cache runs) names every plugin that ran.
 func inlineList(list *libcni.NetworkConfigList) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(list.Bytes, &top); err != nil {
@@ -203,18 +172,4 @@ func inlineList(list *libcni.NetworkConfigList) ([]byte, error) {
 	top["plugins"] = raw
 	top["loadOnlyInlinedPlugins"] = json.RawMessage("true")
 	return json.Marshal(top)
-}
-
-func writeIfChanged(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	tmp := path + ".tmp" // a name the engine does not read
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("gocni: writing engine config: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("gocni: writing engine config: %w", err)
-	}
-	return nil
 }

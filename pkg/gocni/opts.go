@@ -90,10 +90,11 @@ func WithMinNetworkCount(count int) Opt {
 
 // WithEngineOptions passes options to the engine that [New] creates
 // (package ocicni), for example [ocicni.WithCacheDir], [ocicni.WithLogger]
-// or, in tests, [ocicni.WithExec] and [ocicni.WithNetNSOps]. The face sets
-// the engine's conf dir (its own, see the package doc) and turns its
-// watcher off after them. It is an addition to go-cni's options, and has
-// effect at New only.
+// or, in tests, [ocicni.WithExec] and [ocicni.WithNetNSOps]. After them,
+// the face makes the engine load the face's networks from memory (see the
+// package doc), so a conf dir given here is not read, and turns its
+// watcher off. It is an addition to go-cni's options, and has effect at
+// New only.
 func WithEngineOptions(opts ...ocicni.Option) Opt {
 	return func(c *config) error {
 		c.engineOpts = append(c.engineOpts, opts...)

@@ -2,10 +2,7 @@ package cni
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
 // Setup attaches the sandbox id, whose network namespace is path, to every
@@ -34,15 +31,6 @@ func (f *Face) Setup(ctx context.Context, id string, path string, opts ...Namesp
 		return nil, fmt.Errorf("gocni: no network loaded besides loopback: %w", ErrNotFound)
 	}
 	got, err := f.engine.SetUpPodWithContext(ctx, pod)
-	var nf *ocicni.NetworkNotFoundError
-	if errors.As(err, &nf) {
-		// The engine's conf dir lost a file (a temp cleaner?): write the
-		// loaded networks again and retry once. The engine ran no ADD.
-		if rerr := f.rematerialize(); rerr != nil {
-			return nil, errors.Join(err, rerr)
-		}
-		got, err = f.engine.SetUpPodWithContext(ctx, pod)
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	m.cni = newCNIRunner(o.binDirs, m.cache.Dir(), filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
 	conf, err := netconf.New(netconf.Config{
-		ConfDir: o.confDir, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
+		ConfDir: o.confDir, Memory: o.memory, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
 		Exec: exec, Log: m.log,
 		Watch: o.watch, Debounce: o.debounce,
 		VersionWait: o.versionWait, VersionTimeout: o.versionTimeout,
@@ -126,7 +126,11 @@ func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*ne
 // last good set stays.
 func (m *Manager) Reload(ctx context.Context) error {
 	if err := m.conf.Load(ctx); err != nil {
-		return fmt.Errorf("ocicni: reloading %s: %w", m.opts.confDir, err)
+		from := m.opts.confDir
+		if m.opts.memory != nil {
+			from = "the networks held in memory"
+		}
+		return fmt.Errorf("ocicni: reloading %s: %w", from, err)
 	}
 	return nil
 }
