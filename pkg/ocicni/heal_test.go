@@ -166,16 +166,16 @@ func TestHealBackoffBoundsRetries(t *testing.T) {
 	require.Error(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
 
 	// The recorder is the first plugin to get DEL and the one that fails:
-	// one run per retry.
-	require.Eventually(t, func() bool { return runs.count("DEL", pod.ID, reasonHeal) >= 5 }, time.Minute, 5*time.Millisecond)
-	elapsed := time.Since(start)
-	n := runs.count("DEL", pod.ID, reasonHeal)
-	assert.LessOrEqual(t, n, maxRetries(pol, elapsed), "retries within %v", elapsed)
-
+	// one run per retry. How many fit before the horizon depends on how
+	// fast the machine runs them; the backoff bounds them from above.
 	require.Eventually(t, func() bool {
 		pending, err := m.PendingTeardowns()
 		return err == nil && len(pending) == 1 && pending[0].GaveUp
 	}, time.Minute, 10*time.Millisecond, "retries stop at the horizon")
+	elapsed := time.Since(start)
+	n := runs.count("DEL", pod.ID, reasonHeal)
+	assert.Positive(t, n, "retried before giving up")
+	assert.LessOrEqual(t, n, maxRetries(pol, elapsed), "retries within %v", elapsed)
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "broken"), 1, "the attachment stays recorded for GC")
 	m.healer.mu.Lock()
 	_, scheduled := m.healer.due[pod.ID]
