@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -52,7 +53,7 @@ func TestGateHoldsBackStdin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plugin := script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
+			plugin := testenv.Script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
 			e := New(nil)
 			gate := NewGate()
 			ctx := WithGate(context.Background(), gate)
@@ -61,7 +62,7 @@ func TestGateHoldsBackStdin(t *testing.T) {
 				_, err := e.ExecPlugin(ctx, plugin, []byte(`{"name":"net"}`), []string{"DIR=" + dir, "CNI_COMMAND=ADD"})
 				done <- err
 			}()
-			pid := waitPid(t, filepath.Join(dir, "pid"))
+			pid := testenv.WaitPid(t, filepath.Join(dir, "pid"))
 			require.Eventually(t, func() bool { return blockedOnStdin(t, pid) }, 10*time.Second, time.Millisecond,
 				"the plugin waits on its stdin")
 			conf, err := os.ReadFile(filepath.Join(dir, "conf"))
@@ -69,10 +70,10 @@ func TestGateHoldsBackStdin(t *testing.T) {
 			require.Empty(t, conf, "nothing reached the plugin before the gate opened")
 
 			gate.Release(tc.gate)
-			err = requireReturns(t, done)
+			err = testenv.RequireReturns(t, done)
 			conf, rerr := os.ReadFile(filepath.Join(dir, "conf"))
 			require.NoError(t, rerr)
-			requireGone(t, pid, "the plugin")
+			testenv.RequireGone(t, pid, "the plugin")
 			tc.check(t, err, conf)
 			assert.Equal(t, tc.gate == nil, GateOf(ctx) == nil, "only a gate that opened with no error holds nothing back")
 		})

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -22,7 +23,7 @@ func TestWithLowPriority(t *testing.T) {
 	if own >= LowNice {
 		t.Skip("the test process already runs at the lowest nice value")
 	}
-	plugin := script(t, `cat /proc/$$/stat`)
+	plugin := testenv.Script(t, `cat /proc/$$/stat`)
 	for _, tc := range []struct {
 		name       string
 		low        bool

@@ -3,7 +3,6 @@ package pluginexec
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -20,58 +19,9 @@ import (
 
 // These tests run shell scripts as plugins; they need no root and no netns.
 
-// script writes an executable shell script with body and returns its path.
-func script(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "plugin.sh")
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	return path
-}
-
 // execTo is the executor of New, typed as libcni uses it, with plugin
 // stderr going to stderr.
 func execTo(stderr *bytes.Buffer) invoke.Exec { return New(stderr) }
-
-// waitPid waits for a script to write a pid to path and makes sure that
-// process does not outlive the test.
-func waitPid(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	require.Eventually(t, func() bool {
-		pid = testenv.ReadPidFile(t, path)
-		return pid != 0
-	}, 10*time.Second, 5*time.Millisecond, "pid file %s", path)
-	testenv.KillOnCleanup(t, pid)
-	return pid
-}
-
-func requireGone(t *testing.T, pid int, what string) {
-	t.Helper()
-	require.Eventually(t, func() bool { return testenv.ProcessGone(t, pid) }, 10*time.Second, 5*time.Millisecond,
-		"%s (pid %d) is still running", what, pid)
-}
-
-// execAsync runs ExecPlugin in a goroutine and returns its error channel.
-func execAsync(ctx context.Context, e invoke.Exec, pluginPath string) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.ExecPlugin(ctx, pluginPath, nil, nil)
-		done <- err
-	}()
-	return done
-}
-
-// requireReturns waits for an ExecPlugin started by execAsync.
-func requireReturns(t *testing.T, done <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(20 * time.Second):
-		require.FailNow(t, "ExecPlugin did not return after its context ended")
-		return nil
-	}
-}
 
 // TestExecMatchesRawExec runs each plugin through invoke.RawExec and
 // through the executor of New and expects the same output, the same
@@ -124,7 +74,7 @@ func TestExecMatchesRawExec(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			plugin := script(t, tc.body)
+			plugin := testenv.Script(t, tc.body)
 			stdin := []byte(`{"cniVersion":"1.0.0"}`)
 			env := []string{"CNI_COMMAND=ADD", "FOO=bar"}
 
@@ -169,24 +119,24 @@ func TestExecKillsProcessGroupWhenContextEnds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			plugin := script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
+			plugin := testenv.Script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
 sleep 1000 &
 echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
 wait`)
 			ctx, cancel := tc.ctx()
 			defer cancel()
-			done := execAsync(ctx, execTo(&bytes.Buffer{}), plugin)
-			pluginPid := waitPid(t, filepath.Join(dir, "plugin.pid"))
-			childPid := waitPid(t, filepath.Join(dir, "child.pid"))
+			done := testenv.ExecAsync(ctx, execTo(&bytes.Buffer{}), plugin, nil, nil)
+			pluginPid := testenv.WaitPid(t, filepath.Join(dir, "plugin.pid"))
+			childPid := testenv.WaitPid(t, filepath.Join(dir, "child.pid"))
 			if tc.cancel {
 				cancel()
 			}
 
-			err := requireReturns(t, done)
+			err := testenv.RequireReturns(t, done)
 			var cniErr *types.Error
 			require.ErrorAs(t, err, &cniErr, "the plugin's error")
-			requireGone(t, pluginPid, "plugin")
-			requireGone(t, childPid, "plugin's child")
+			testenv.RequireGone(t, pluginPid, "plugin")
+			testenv.RequireGone(t, childPid, "plugin's child")
 		})
 	}
 }
@@ -213,7 +163,7 @@ func TestExecWaitDelay(t *testing.T) {
 			// The child writes its own pid once setsid has taken it out of
 			// the plugin's group: a pid written by the plugin ($!) could be
 			// read, and the group killed, before the child left it.
-			plugin := script(t, `setsid sh -c 'echo $$ > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid && exec sleep 1000' &
+			plugin := testenv.Script(t, `setsid sh -c 'echo $$ > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid && exec sleep 1000' &
 `+tc.tail)
 			e := &Exec{Raw: &groupExec{waitDelay: 100 * time.Millisecond}}
 			ctx, cancel := context.WithCancel(context.Background())
@@ -227,7 +177,7 @@ func TestExecWaitDelay(t *testing.T) {
 				out, err := e.ExecPlugin(ctx, plugin, nil, nil)
 				done <- result{out, err}
 			}()
-			child := waitPid(t, filepath.Join(dir, "child.pid"))
+			child := testenv.WaitPid(t, filepath.Join(dir, "child.pid"))
 			if tc.cancel {
 				cancel()
 			}
@@ -253,14 +203,14 @@ func TestExecWaitDelay(t *testing.T) {
 // the processes it left in its group keep running.
 func TestExecNormalExitKillsNothing(t *testing.T) {
 	dir := t.TempDir()
-	plugin := script(t, `sleep 1000 >/dev/null 2>&1 &
+	plugin := testenv.Script(t, `sleep 1000 >/dev/null 2>&1 &
 echo $! > `+dir+`/child.pid
 printf '{"cniVersion":"1.0.0"}'`)
 	ctx, cancel := context.WithCancel(context.Background())
 	out, err := execTo(&bytes.Buffer{}).ExecPlugin(ctx, plugin, nil, nil)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"cniVersion":"1.0.0"}`, string(out))
-	child := waitPid(t, filepath.Join(dir, "child.pid"))
+	child := testenv.WaitPid(t, filepath.Join(dir, "child.pid"))
 	cancel() // a context that ends after the plugin exited kills nothing either
 	assert.False(t, testenv.ProcessGone(t, child), "the plugin's child still runs")
 }
@@ -282,7 +232,7 @@ func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 	for name, c := range ctxs {
 		t.Run(name, func(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "ran")
-			plugin := script(t, `touch `+marker)
+			plugin := testenv.Script(t, `touch `+marker)
 			_, err := execTo(&bytes.Buffer{}).ExecPlugin(c.ctx, plugin, nil, nil)
 			require.ErrorIs(t, err, c.want, "the executor returns the context's error")
 			assert.NoFileExists(t, marker, "the plugin never ran")
@@ -297,9 +247,9 @@ func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 // ExecPlugin returns everything it printed; a plugin that exits without
 // reading its stdin neither fails nor holds the run.
 func TestExecStdinAndOutput(t *testing.T) {
-	cat := script(t, `exec cat`)
+	cat := testenv.Script(t, `exec cat`)
 	const ignoredOut = `{"cniVersion":"1.0.0"}`
-	ignore := script(t, `printf '`+ignoredOut+`'; printf 'note' >&2`)
+	ignore := testenv.Script(t, `printf '`+ignoredOut+`'; printf 'note' >&2`)
 	cases := []struct {
 		name       string
 		plugin     string

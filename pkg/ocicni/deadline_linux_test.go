@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 
 	ctx := newExpiringCtx()
 	done := setUpAsync(ctx, m, pod)
-	child := waitPid(t, childPidFile)
+	child := testenv.WaitPid(t, childPidFile)
 	var plugin int
 	require.Eventually(t, func() bool {
 		for _, c := range e.calls("ADD") {
@@ -41,15 +42,15 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "the hung ADD was logged")
 
 	ctx.expire() // the deadline passes while the ADD hangs
-	err := requireReturns(t, done)
+	err := testenv.RequireReturns(t, done)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var se *SetupError
 	require.ErrorAs(t, err, &se)
 	assert.Nil(t, se.Rollback)
 	var cniErr *types.Error
 	require.ErrorAs(t, err, &cniErr, "the killed plugin's error is kept")
-	requireGone(t, plugin, "plugin")
-	requireGone(t, child, "plugin's child")
+	testenv.RequireGone(t, plugin, "plugin")
+	testenv.RequireGone(t, child, "plugin's child")
 
 	require.ErrorIs(t, err, ErrRollbackPending)
 	m.rollbacks.Wait()

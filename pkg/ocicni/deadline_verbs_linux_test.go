@@ -62,7 +62,7 @@ func expireWhileHeld(t *testing.T, e *itEnv, b *testenv.Barrier, ctx *expiringCt
 	err := requireDone(t, done, what+" after its deadline")
 	requireHeldWhenReturned(t, b)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	requireGone(t, plugin, "the held "+verb+" plugin")
+	testenv.RequireGone(t, plugin, "the held "+verb+" plugin")
 	return err
 }
 

@@ -23,56 +23,6 @@ import (
 // default executor; they need no root and no netns. The executor's own
 // tests are in internal/pluginexec.
 
-// script writes an executable shell script with body and returns its path.
-func script(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "plugin.sh")
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	return path
-}
-
-// waitPid waits for a script to write a pid to path and makes sure that
-// process does not outlive the test.
-func waitPid(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	require.Eventually(t, func() bool {
-		pid = testenv.ReadPidFile(t, path)
-		return pid != 0
-	}, 10*time.Second, 5*time.Millisecond, "pid file %s", path)
-	testenv.KillOnCleanup(t, pid)
-	return pid
-}
-
-func requireGone(t *testing.T, pid int, what string) {
-	t.Helper()
-	require.Eventually(t, func() bool { return testenv.ProcessGone(t, pid) }, 10*time.Second, 5*time.Millisecond,
-		"%s (pid %d) is still running", what, pid)
-}
-
-// requireReturns waits for an operation started in a goroutine, which
-// must return once its context has ended, and returns its error.
-func requireReturns(t *testing.T, done <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(20 * time.Second):
-		require.FailNow(t, "the operation did not return after its context ended")
-		return nil
-	}
-}
-
-// execAsync runs e.ExecPlugin in a goroutine and returns its error channel.
-func execAsync(ctx context.Context, e invoke.Exec, pluginPath string, stdin []byte, environ []string) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.ExecPlugin(ctx, pluginPath, stdin, environ)
-		done <- err
-	}()
-	return done
-}
-
 // A plugin that the default executor killed because its context ended
 // fails with the context's error next to its own *types.Error.
 func TestExecKilledPluginWrapsContextError(t *testing.T) {
@@ -92,21 +42,21 @@ func TestExecKilledPluginWrapsContextError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			plugin := script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
+			plugin := testenv.Script(t, `echo $$ > `+dir+`/p.tmp && mv `+dir+`/p.tmp `+dir+`/plugin.pid
 exec sleep 1000`)
 			ctx, cancel := tc.ctx()
 			defer cancel()
-			done := execAsync(ctx, managedExec{inner: pluginexec.New(nil)}, plugin, nil, nil)
-			pid := waitPid(t, filepath.Join(dir, "plugin.pid"))
+			done := testenv.ExecAsync(ctx, managedExec{inner: pluginexec.New(nil)}, plugin, nil, nil)
+			pid := testenv.WaitPid(t, filepath.Join(dir, "plugin.pid"))
 			if tc.cancel {
 				cancel()
 			}
 
-			err := requireReturns(t, done)
+			err := testenv.RequireReturns(t, done)
 			require.ErrorIs(t, err, tc.want)
 			var cniErr *types.Error
 			require.ErrorAs(t, err, &cniErr, "the plugin's error is kept")
-			requireGone(t, pid, "plugin")
+			testenv.RequireGone(t, pid, "plugin")
 		})
 	}
 }
@@ -140,7 +90,7 @@ func TestExecDoneContextStartsNoPlugin(t *testing.T) {
 	for name, c := range ctxs {
 		t.Run(name, func(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "ran")
-			plugin := script(t, `touch `+marker)
+			plugin := testenv.Script(t, `touch `+marker)
 			inner := &execCounter{Exec: pluginexec.New(&bytes.Buffer{})}
 
 			_, err := managedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
@@ -178,7 +128,7 @@ func TestAddGateKilledPluginIsNoRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plugin := script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
+			plugin := testenv.Script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
 			var mu sync.Mutex
 			runs := 0
 			e := managedExec{
@@ -187,18 +137,18 @@ func TestAddGateKilledPluginIsNoRun(t *testing.T) {
 			}
 			gate := pluginexec.NewGate()
 			ctx := pluginexec.WithGate(context.Background(), gate)
-			done := execAsync(ctx, e, plugin, []byte(`{"name":"net"}`), []string{"DIR=" + dir, "CNI_COMMAND=ADD"})
-			pid := waitPid(t, filepath.Join(dir, "pid"))
+			done := testenv.ExecAsync(ctx, e, plugin, []byte(`{"name":"net"}`), []string{"DIR=" + dir, "CNI_COMMAND=ADD"})
+			pid := testenv.WaitPid(t, filepath.Join(dir, "pid"))
 			require.Eventually(t, func() bool {
 				_, err := os.Stat(filepath.Join(dir, "conf"))
 				return err == nil
 			}, 10*time.Second, time.Millisecond, "the plugin opened its output")
 
 			gate.Release(tc.gate)
-			err := requireReturns(t, done)
+			err := testenv.RequireReturns(t, done)
 			conf, rerr := os.ReadFile(filepath.Join(dir, "conf"))
 			require.NoError(t, rerr)
-			requireGone(t, pid, "the plugin")
+			testenv.RequireGone(t, pid, "the plugin")
 			mu.Lock()
 			defer mu.Unlock()
 			tc.check(t, err, conf, runs)

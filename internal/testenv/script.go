@@ -1,0 +1,65 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/stretchr/testify/require"
+)
+
+// Script writes an executable shell script with body, to be run as a
+// plugin, and returns its path.
+func Script(tb testing.TB, body string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "plugin.sh")
+	require.NoError(tb, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return path
+}
+
+// WaitPid waits for a script to write a pid to path and makes sure that
+// process does not outlive the test.
+func WaitPid(tb testing.TB, path string) int {
+	tb.Helper()
+	var pid int
+	require.Eventually(tb, func() bool {
+		pid = ReadPidFile(tb, path)
+		return pid != 0
+	}, 10*time.Second, 5*time.Millisecond, "pid file %s", path)
+	KillOnCleanup(tb, pid)
+	return pid
+}
+
+// RequireGone waits for process pid, described by what, to be gone.
+func RequireGone(tb testing.TB, pid int, what string) {
+	tb.Helper()
+	require.Eventually(tb, func() bool { return ProcessGone(tb, pid) }, 10*time.Second, 5*time.Millisecond,
+		"%s (pid %d) is still running", what, pid)
+}
+
+// ExecAsync runs e.ExecPlugin in a goroutine and returns its error
+// channel, for [RequireReturns].
+func ExecAsync(ctx context.Context, e invoke.Exec, pluginPath string, stdin []byte, environ []string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ExecPlugin(ctx, pluginPath, stdin, environ)
+		done <- err
+	}()
+	return done
+}
+
+// RequireReturns waits for an operation started in a goroutine, which
+// must return once its context has ended, and returns its error.
+func RequireReturns(tb testing.TB, done <-chan error) error {
+	tb.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		require.FailNow(tb, "the operation did not return after its context ended")
+		return nil
+	}
+}
