@@ -289,16 +289,6 @@ func WithDELStopAtUnknownContainer() Option {
 	}
 }
 
-// WithDELPastUnknownContainer does nothing: continuing a list's DEL past a
-// plugin that answers code 3 is now the default. It is kept so that code
-// that passes it still compiles. See [WithDELStopAtUnknownContainer].
-//
-// Deprecated: continuing past code 3 is the default. Use
-// [WithDELStopAtUnknownContainer] for libcni's behaviour.
-func WithDELPastUnknownContainer() Option {
-	return func(*options) error { return nil }
-}
-
 // WithPluginHook registers a hook that is called after every plugin run
 // (verb, network, plugin, container, ifname, duration, error, reason),
 // for metrics or tracing; nil means none, the default. See [PluginHook].
