@@ -69,7 +69,6 @@ type options struct {
 	configGrace     time.Duration // see savedConfigGrace; tests shorten it
 	gatePatience    gatePatience  // see gate; tests change it
 	gcPace          gcPace        // see gcPacer; tests change it
-	gcHold          gcHold        // see gcHold; benchmarks set it, nil otherwise
 }
 
 func defaultOptions() options {
