@@ -1,7 +1,8 @@
-// Module bench holds the benchmarks that pair ocicni with third-party
-// libraries it replaces (go-cni, for pkg/gocni). It is a separate module
-// so that those libraries never enter the library's go.mod; see
-// BENCHMARKS.md.
+// Module bench holds the benchmarks that need no unexported name of the
+// library: those of the engine through its exported API (ocicni/), and
+// those that pair ocicni with third-party libraries it replaces (go-cni,
+// for pkg/gocni, in gocni/). It is a separate module so that those
+// libraries never enter the library's go.mod; see BENCHMARKS.md.
 module github.com/seed-671fdd43/ocicni/bench
 
 go 1.24.0

@@ -203,7 +203,7 @@ func (e *gcBenchEnv) gcWithSetups(ctx context.Context) (time.Duration, []time.Du
 	times.setPhase(false) // setups begun before GC count for neither side
 	times.setRunning(true)
 	start := time.Now()
-	err := e.m.GC(ctx, valid)
+	err := e.m.GC(withGCHold(ctx, e.hold), valid)
 	took := time.Since(start)
 	times.setRunning(false)
 	close(gcDone)

@@ -115,8 +115,8 @@ type gcBenchEnv struct {
 	m                          *Manager
 	valid                      []*PodNetwork
 	validIPs                   []string
-	nss                        []string // one netns per setup worker
-	hold                       *benchGCHold
+	nss                        []string     // one netns per setup worker
+	hold                       *benchGCHold // given to GC through its ctx in gcWithSetups
 
 	mu    sync.Mutex // guards the fields below
 	live  map[string]*PodNetwork
@@ -178,7 +178,7 @@ func (e *gcBenchEnv) start(setupNet testenv.Net, workers int) {
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	m, err := New(WithConfDir(e.confDir), WithBinDirs(pluginDir), WithCacheDir(e.cacheDir), WithoutWatcher(), WithoutHealing(),
-		WithLogger(logrus.NewEntry(logger)), WithGCWorkers(workers), WithPluginHook(e.hook), withGCHold(e.hold))
+		WithLogger(logrus.NewEntry(logger)), WithGCWorkers(workers), WithPluginHook(e.hook))
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })
 	e.m = m

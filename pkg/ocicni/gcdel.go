@@ -22,7 +22,7 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 	outcomes := make([][]Outcome, len(stale))
 	errs := make([][]error, len(stale))
 	next := make(chan int)
-	pacer := newGCPacer(ctx, m.opts.gcPace, m.setups, m.opts.gcHold)
+	pacer := newGCPacer(ctx, m.opts.gcPace, m.setups)
 	var wg sync.WaitGroup
 	for range min(m.opts.gcWorkers, len(stale)) {
 		wg.Add(1)

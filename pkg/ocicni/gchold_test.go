@@ -13,15 +13,32 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
-// withGCHold lets h hold GC's DEL workers between sandboxes (see gcHold).
-func withGCHold(h gcHold) Option {
-	return func(o *options) error {
-		o.gcHold = h
-		return nil
-	}
+// In tests, gcSandboxHook looks for a hold in GC's ctx, where withGCHold
+// puts it, so that a hold reaches only the GC it is given to, whatever
+// else runs in parallel.
+func init() { gcSandboxHook = heldSandbox }
+
+type gcHoldKey struct{}
+
+// withGCHold returns ctx with h, which then holds the DEL workers of a GC
+// called with ctx between sandboxes.
+func withGCHold(ctx context.Context, h *benchGCHold) context.Context {
+	return context.WithValue(ctx, gcHoldKey{}, h)
 }
 
-// benchGCHold is the gcHold of BenchmarkGC10000: hold stops GC's DEL
+// heldSandbox is gcSandboxHook in tests: with a hold in ctx, it waits
+// while the hold is on, and counts the worker active until the sandbox is
+// done.
+func heldSandbox(ctx context.Context) (done func()) {
+	h, _ := ctx.Value(gcHoldKey{}).(*benchGCHold)
+	if h == nil {
+		return func() {}
+	}
+	h.enter()
+	return h.leave
+}
+
+// benchGCHold is the hold of BenchmarkGC10000: hold stops GC's DEL
 // workers before their next sandbox and returns once none is deleting or
 // resting; release lets them go on. A held worker waits whatever its ctx
 // says: the benchmark's GC runs without a deadline.
@@ -39,7 +56,7 @@ func newBenchGCHold() *benchGCHold {
 	return h
 }
 
-func (h *benchGCHold) enter(context.Context) {
+func (h *benchGCHold) enter() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for h.held {
@@ -101,7 +118,7 @@ func TestGCHoldStopsDELs(t *testing.T) {
 		}
 	}
 	h := newBenchGCHold()
-	m := e.start(WithGCWorkers(2), WithPluginHook(hook), withGCHold(h))
+	m := e.start(WithGCWorkers(2), WithPluginHook(hook))
 	ctx := e.ctx()
 	pods := make([]PodNetwork, stale)
 	for i := range pods {
@@ -111,7 +128,7 @@ func TestGCHoldStopsDELs(t *testing.T) {
 	}
 
 	h.hold()
-	gc := gcAsync(ctx, m, []*PodNetwork{})
+	gc := gcAsync(withGCHold(ctx, h), m, []*PodNetwork{})
 	require.Eventually(t, func() bool { return h.heldWorkers() == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"both GC workers wait at the hold")
 	mu.Lock()

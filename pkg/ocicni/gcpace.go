@@ -24,16 +24,13 @@ type gcPace struct {
 // (see BENCHMARKS.md, "GC pacing and workers").
 var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
-// gcHold lets a benchmark hold GC's DEL workers between sandboxes, to
-// time setups beside a GC that is under way but idle (the GC benchmark
-// takes its baseline so). gcPacer.run calls enter before a sandbox
-// (before its turn, so that a hold never counts as DEL time and
-// lengthens a rest) and leave after the sandbox's DELs and rest. Only
-// tests set it; it is nil otherwise.
-type gcHold interface {
-	enter(ctx context.Context)
-	leave()
-}
+// gcSandboxHook is nil outside tests. A _test.go file sets it, before any
+// manager runs, so that a test can hold GC's DEL workers between
+// sandboxes (see gchold_test.go). gcPacer.run calls it with GC's ctx
+// before a sandbox (before its turn, so that time spent in it never
+// counts as DEL time and lengthens a rest), and calls the function it
+// returns after the sandbox's DELs and rest.
+var gcSandboxHook func(ctx context.Context) (done func())
 
 // gcPacer paces the DELs of one GC. While the node sets pods up (see
 // setupTracker.busy), the workers delete one stale sandbox at a time, and
@@ -52,13 +49,12 @@ type gcHold interface {
 type gcPacer struct {
 	pace     gcPace
 	setups   *setupTracker
-	hold     gcHold        // nil but in benchmarks
 	turn     chan struct{} // holds one token while a worker's paced turn lasts
 	deadline time.Time     // ctx's; zero without one
 }
 
-func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker, hold gcHold) *gcPacer {
-	p := &gcPacer{pace: pace, setups: setups, hold: hold, turn: make(chan struct{}, 1)}
+func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker) *gcPacer {
+	p := &gcPacer{pace: pace, setups: setups, turn: make(chan struct{}, 1)}
 	if dl, ok := ctx.Deadline(); ok {
 		p.deadline = dl
 	}
@@ -71,9 +67,8 @@ func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker, hold gcH
 // for its turn, del runs at once: it cannot take the sandbox's locks then,
 // and reports that.
 func (p *gcPacer) run(ctx context.Context, left int, del func()) {
-	if p.hold != nil {
-		p.hold.enter(ctx)
-		defer p.hold.leave()
+	if gcSandboxHook != nil {
+		defer gcSandboxHook(ctx)()
 	}
 	if p.pace.rest <= 0 || !p.setups.busy(p.pace.window) {
 		del()

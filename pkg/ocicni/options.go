@@ -72,7 +72,6 @@ type options struct {
 	configGrace     time.Duration  // see savedConfigGrace; tests shorten it
 	gatePatience    locks.Patience // see locks.Gate; tests change it
 	gcPace          gcPace         // see gcPacer; tests change it
-	gcHold          gcHold         // see gcHold; benchmarks set it, nil otherwise
 }
 
 func defaultOptions() options {
@@ -307,16 +306,6 @@ func WithDELStopAtUnknownContainer() Option {
 		o.delStopAtCode3 = true
 		return nil
 	}
-}
-
-// WithDELPastUnknownContainer does nothing: continuing a list's DEL past a
-// plugin that answers code 3 is now the default. It is kept so that code
-// that passes it still compiles. See [WithDELStopAtUnknownContainer].
-//
-// Deprecated: continuing past code 3 is the default. Use
-// [WithDELStopAtUnknownContainer] for libcni's behaviour.
-func WithDELPastUnknownContainer() Option {
-	return func(*options) error { return nil }
 }
 
 // WithPluginHook registers a hook that is called after every plugin run

@@ -13,9 +13,7 @@ import (
 )
 
 // Which options make a list's DEL stop at a plugin that answers code 3:
-// only WithDELStopAtUnknownContainer. WithDELPastUnknownContainer is kept
-// as a no-op, since continuing is the default, so it does not undo a stop
-// given before it either.
+// only WithDELStopAtUnknownContainer; continuing is the default.
 func TestUnknownContainerOptions(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -24,9 +22,7 @@ func TestUnknownContainerOptions(t *testing.T) {
 		stop bool
 	}{
 		{"default continues", nil, false},
-		{"past unknown is a no-op", []Option{WithDELPastUnknownContainer()}, false},
 		{"stop", []Option{WithDELStopAtUnknownContainer()}, true},
-		{"stop, then past unknown", []Option{WithDELStopAtUnknownContainer(), WithDELPastUnknownContainer()}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +54,6 @@ func TestCode3InsideAChain(t *testing.T) {
 		goneDELs, afterDELs int
 	}{
 		{name: "default", goneDELs: 2},
-		{name: "past unknown option, now the default", opts: []Option{WithDELPastUnknownContainer()}, goneDELs: 2},
 		{name: "stop at unknown", opts: []Option{WithDELStopAtUnknownContainer()}, stop: true, goneDELs: 1},
 		{name: "default, plugin after", after: true, goneDELs: 2, afterDELs: 2},
 		{

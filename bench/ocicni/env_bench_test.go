@@ -1,4 +1,4 @@
-package ocicni
+package ocicni_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
 // benchEnv holds one bridge network used by both the manager and raw
@@ -24,7 +25,7 @@ import (
 type benchEnv struct {
 	confDir, cacheDir string
 	list              *libcni.NetworkConfigList
-	m                 *Manager
+	m                 *ocicni.Manager
 	raw               *libcni.CNIConfig
 	// Time spent in plugin processes, by each side: what is left of a
 	// pod's time is the side's own work.
@@ -51,7 +52,7 @@ func (c *pluginClock) Decode(b []byte) (version.PluginInfo, error) {
 	return (&version.PluginDecoder{}).Decode(b)
 }
 
-func (c *pluginClock) hook(_ context.Context, r PluginRun) { c.ns.Add(int64(r.Duration)) }
+func (c *pluginClock) hook(_ context.Context, r ocicni.PluginRun) { c.ns.Add(int64(r.Duration)) }
 
 func (c *pluginClock) total() time.Duration { return time.Duration(c.ns.Load()) }
 
@@ -72,7 +73,7 @@ func newBenchEnv(b *testing.B, networks int) *benchEnv {
 		}
 	}
 	e.mgrPlugins, e.rawPlugins = newPluginClock(), newPluginClock()
-	e.m = newQuietManager(b, e.confDir, e.cacheDir, WithPluginHook(e.mgrPlugins.hook))
+	e.m = newQuietManager(b, e.confDir, e.cacheDir, ocicni.WithPluginHook(e.mgrPlugins.hook))
 	e.raw = libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, filepath.Join(dir, "rawcache"), e.rawPlugins)
 	return e
 }
@@ -81,13 +82,13 @@ func newBenchEnv(b *testing.B, networks int) *benchEnv {
 // retries that logs only warnings and errors, as a benchmark wants:
 // logging at Info level is the runtime's choice, and retries of the DELs
 // a benchmark fails on purpose are not part of the path measured.
-func newQuietManager(b *testing.B, confDir, cacheDir string, extra ...Option) *Manager {
+func newQuietManager(b *testing.B, confDir, cacheDir string, extra ...ocicni.Option) *ocicni.Manager {
 	b.Helper()
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
-	m, err := New(append([]Option{
-		WithConfDir(confDir), WithBinDirs(pluginDir), WithCacheDir(cacheDir),
-		WithoutWatcher(), WithoutHealing(), WithLogger(logrus.NewEntry(logger)),
+	m, err := ocicni.New(append([]ocicni.Option{
+		ocicni.WithConfDir(confDir), ocicni.WithBinDirs(pluginDir), ocicni.WithCacheDir(cacheDir),
+		ocicni.WithoutWatcher(), ocicni.WithoutHealing(), ocicni.WithLogger(logrus.NewEntry(logger)),
 	}, extra...)...)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = m.Shutdown() })

@@ -1,4 +1,4 @@
-package ocicni
+package ocicni_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
 // The pod-path benchmarks run the manager and raw libcni on the same
@@ -58,7 +59,7 @@ func (r *rawCycle) tearDown(ctx context.Context, rts []*libcni.RuntimeConf) erro
 type podEnv struct {
 	*benchEnv
 	raw  *rawCycle
-	atts []NetAttachment
+	atts []ocicni.NetAttachment
 }
 
 func newPodEnv(b *testing.B, networks int) *podEnv {
@@ -72,15 +73,15 @@ func newPodEnv(b *testing.B, networks int) *podEnv {
 		l, err := libcni.NetworkConfFromBytes(data)
 		require.NoError(b, err)
 		e.raw.lists = append(e.raw.lists, l)
-		e.atts = append(e.atts, NetAttachment{Name: name, Ifname: fmt.Sprintf("eth%d", i)})
+		e.atts = append(e.atts, ocicni.NetAttachment{Name: name, Ifname: fmt.Sprintf("eth%d", i)})
 	}
 	return e
 }
 
 // pod returns the manager's request for pod id: the default network with
 // one network (as CRI-O asks for most pods), the named ones otherwise.
-func (e *podEnv) pod(id, nsPath string) PodNetwork {
-	pod := PodNetwork{ID: id, NetNS: nsPath, Name: id, Namespace: "bench"}
+func (e *podEnv) pod(id, nsPath string) ocicni.PodNetwork {
+	pod := ocicni.PodNetwork{ID: id, NetNS: nsPath, Name: id, Namespace: "bench"}
 	if len(e.atts) > 1 {
 		pod.Networks = e.atts
 	}
@@ -292,13 +293,13 @@ func BenchmarkTeardownFailingMiddle(b *testing.B) {
 	}
 	m := newQuietManager(b, confDir, filepath.Join(dir, "cache"))
 	ctx := context.Background()
-	atts := []NetAttachment{{Name: "first", Ifname: "eth0"}, {Name: "middle", Ifname: "eth1"}, {Name: "last", Ifname: "eth2"}}
+	atts := []ocicni.NetAttachment{{Name: "first", Ifname: "eth0"}, {Name: "middle", Ifname: "eth1"}, {Name: "last", Ifname: "eth2"}}
 	var clean, failing, ratios []float64
 	for i := 0; b.Loop(); i++ {
 		nsPath, err := netns.New()
 		require.NoError(b, err)
-		ok := PodNetwork{ID: fmt.Sprintf("clean%d", i), NetNS: nsPath, Name: "clean", Namespace: "bench", Networks: atts}
-		bad := PodNetwork{ID: fmt.Sprintf("fail%d", i), NetNS: nsPath, Name: "fail", Namespace: "bench", Networks: atts}
+		ok := ocicni.PodNetwork{ID: fmt.Sprintf("clean%d", i), NetNS: nsPath, Name: "clean", Namespace: "bench", Networks: atts}
+		bad := ocicni.PodNetwork{ID: fmt.Sprintf("fail%d", i), NetNS: nsPath, Name: "fail", Namespace: "bench", Networks: atts}
 		_, err = m.SetUpPodWithContext(ctx, ok)
 		require.NoError(b, err)
 		// The second pod's interfaces go in a second netns: same names.
