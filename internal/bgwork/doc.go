@@ -9,4 +9,7 @@
 // Shutdown, so a call that arrives meanwhile may start work, and
 // [Tracker.Wait] waits for that too. A WaitGroup forbids an Add from
 // zero that races with a Wait.
+//
+// [Sleep] is the wait of background work that must end with its context:
+// GC's rests, and the executor's retry of a busy plugin binary.
 package bgwork

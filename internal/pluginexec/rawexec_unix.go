@@ -15,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 )
 
 const (
@@ -74,7 +75,7 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 			return nil, gerr.err
 		}
 		if errors.Is(err, syscall.ETXTBSY) && attempt < textBusyRetries {
-			waitCtx(ctx, textBusyDelay)
+			bgwork.Sleep(ctx, textBusyDelay)
 			continue
 		}
 		if err != nil {
@@ -287,14 +288,4 @@ func (e *groupExec) FindInPath(plugin string, paths []string) (string, error) {
 func lowPriority(ctx context.Context) bool {
 	low, _ := ctx.Value(lowPriorityKey{}).(bool)
 	return low
-}
-
-// waitCtx waits for d or until ctx is done, whichever comes first.
-func waitCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

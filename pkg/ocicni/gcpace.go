@@ -3,6 +3,8 @@ package ocicni
 import (
 	"context"
 	"time"
+
+	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 )
 
 // gcPace is how GC's DELs of stale sandboxes give way to pod setups (see
@@ -85,7 +87,7 @@ func (p *gcPacer) run(ctx context.Context, left int, del func()) {
 	del()
 	now := time.Now()
 	if p.setups.busy(p.pace.window) {
-		waitCtx(ctx, p.restAfter(now.Sub(start), left, now))
+		bgwork.Sleep(ctx, p.restAfter(now.Sub(start), left, now))
 	}
 }
 
@@ -103,14 +105,4 @@ func (p *gcPacer) restAfter(took time.Duration, left int, now time.Time) time.Du
 		rest = min(rest, max(0, slack/time.Duration(after)))
 	}
 	return rest
-}
-
-// waitCtx waits for d or until ctx is done, whichever comes first.
-func waitCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
