@@ -43,21 +43,7 @@ type recordChange struct {
 // write their record, so change.added counts as a change.
 func nextRecord(id string, old []cache.Attachment, change recordChange, pol HealPolicy, now time.Time, log *logrus.Entry,
 ) ([]cache.Attachment, bool) {
-	next := slices.Clone(change.added)
-	changed := len(change.added) > 0
-	for _, a := range old {
-		if change.added != nil && findLine(next, a.Network, a.IfName) != nil ||
-			slices.Contains(change.never, NetAttachment{Name: a.Network, Ifname: a.IfName}) {
-			changed = true
-			continue
-		}
-		if change.added != nil && a.Heal != nil {
-			log.WithFields(logrus.Fields{"network": a.Network, "ifname": a.IfName}).
-				Info("Setup of the sandbox cancels a pending DEL retry; the attachment stays recorded for teardown and GC")
-			a.Heal = nil
-		}
-		next = append(next, a)
-	}
+	next, changed := keptLines(old, change, log)
 	for _, a := range change.forgotten {
 		if findLine(next, a.Network, a.IfName) == nil {
 			next = append(next, a)
@@ -68,25 +54,59 @@ func nextRecord(id string, old []cache.Attachment, change recordChange, pol Heal
 		if o.ContainerID != id || o.Network == "" {
 			continue
 		}
-		i := slices.IndexFunc(next, func(a cache.Attachment) bool { return a.Network == o.Network && a.IfName == o.IfName })
-		switch {
-		case (o.Class == Deleted || o.Class == AlreadyGone) && i >= 0:
-			next = slices.Delete(next, i, i+1)
-			changed = true
-		case o.Failure():
-			if i < 0 {
-				line, ok := change.lineFor(o)
-				if !ok {
-					continue
-				}
-				next = append(next, line)
-				i = len(next) - 1
-			}
-			markFailed(&next[i], o, pol, now, log)
+		var c bool
+		if next, c = applyOutcome(next, o, change.lineFor, pol, now, log); c {
 			changed = true
 		}
 	}
 	return next, changed
+}
+
+// keptLines returns change.added followed by the lines of old that stay:
+// those that neither change.added nor change.never names, with their
+// retries cancelled after a setup.
+func keptLines(old []cache.Attachment, change recordChange, log *logrus.Entry) ([]cache.Attachment, bool) {
+	next := slices.Clone(change.added)
+	changed := len(change.added) > 0
+	setup := change.added != nil
+	for _, a := range old {
+		if setup && findLine(next, a.Network, a.IfName) != nil ||
+			slices.Contains(change.never, NetAttachment{Name: a.Network, Ifname: a.IfName}) {
+			changed = true
+			continue
+		}
+		if setup && a.Heal != nil {
+			log.WithFields(logrus.Fields{"network": a.Network, "ifname": a.IfName}).
+				Info("Setup of the sandbox cancels a pending DEL retry; the attachment stays recorded for teardown and GC")
+			a.Heal = nil
+		}
+		next = append(next, a)
+	}
+	return next, changed
+}
+
+// applyOutcome applies one DEL's outcome to next (see [recordChange]) and
+// reports whether it changed it.
+func applyOutcome(next []cache.Attachment, o Outcome, lineFor func(Outcome) (cache.Attachment, bool),
+	pol HealPolicy, now time.Time, log *logrus.Entry,
+) ([]cache.Attachment, bool) {
+	i := slices.IndexFunc(next, func(a cache.Attachment) bool { return a.Network == o.Network && a.IfName == o.IfName })
+	switch {
+	case (o.Class == Deleted || o.Class == AlreadyGone) && i >= 0:
+		return slices.Delete(next, i, i+1), true
+	case o.Failure():
+		if i < 0 {
+			line, ok := lineFor(o)
+			if !ok {
+				return next, false
+			}
+			next = append(next, line)
+			i = len(next) - 1
+		}
+		markFailed(&next[i], o, pol, now, log)
+		return next, true
+	}
+	return next, false
 }
 
 // markFailed updates the heal state of a record line after a failed DEL,
