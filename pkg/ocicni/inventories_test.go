@@ -92,12 +92,18 @@ func TestInventoryView(t *testing.T) {
 	}{
 		{name: "nothing known", prepare: func(*testing.T, *inventoryEnv) {}, id: "ctr", want: []viewRow{}},
 		{
-			name: "set up", prepare: func(t *testing.T, e *inventoryEnv) { e.setUp(t, "ctr", "net") }, id: "ctr",
+			name: "set up",
+			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
+				e.setUp(t, "ctr", "net")
+			},
+			id:   "ctr",
 			want: []viewRow{{Network: "net", IfName: "eth0", Cached: true, Recorded: true}},
 		},
 		{
 			name: "in ADD order, not in file order",
 			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
 				e.setUp(t, "ctr", "net2", "net")
 			},
 			id: "ctr",
@@ -109,6 +115,7 @@ func TestInventoryView(t *testing.T) {
 		{
 			name: "entry removed by hand: only recorded",
 			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
 				e.setUp(t, "ctr", "net")
 				require.NoError(t, os.Remove(filepath.Join(e.cacheDir, "results", "net-ctr-eth0")))
 			},
@@ -118,6 +125,7 @@ func TestInventoryView(t *testing.T) {
 		{
 			name: "failed DEL: pending",
 			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
 				e.setUp(t, "ctr", "net")
 				e.fx.Fail("net", "DEL", &types.Error{Code: 11, Msg: "busy"})
 				require.Error(t, e.m.TearDownPodWithContext(context.Background(), PodNetwork{ID: "ctr", NetNS: e.nsPath}))
@@ -128,6 +136,7 @@ func TestInventoryView(t *testing.T) {
 		{
 			name: "corrupt entry of a recorded attachment",
 			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
 				e.setUp(t, "ctr", "net")
 				e.write(t, "results/net-ctr-eth0", "{")
 			},
@@ -136,17 +145,23 @@ func TestInventoryView(t *testing.T) {
 			wantListed: []viewRow{{Network: "net", IfName: "eth0", Corrupt: true, Guessed: true, Recorded: true}},
 		},
 		{
-			name:    "corrupt entry of a network not loaded, not recorded",
-			prepare: func(t *testing.T, e *inventoryEnv) { e.write(t, "results/gone-ctr-eth0", "{") },
-			id:      "ctr",
-			want:    []viewRow{{Network: "gone", IfName: "eth0", Corrupt: true, Unusable: true}},
+			name: "corrupt entry of a network not loaded, not recorded",
+			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
+				e.write(t, "results/gone-ctr-eth0", "{")
+			},
+			id:   "ctr",
+			want: []viewRow{{Network: "gone", IfName: "eth0", Corrupt: true, Unusable: true}},
 			// Nothing knows ctr, nor the network gone: no guess.
 			wantListed:  []viewRow{},
 			wantUnowned: 1,
 		},
 		{
-			name:      "unreadable record",
-			prepare:   func(t *testing.T, e *inventoryEnv) { e.write(t, "ocicni/attachments/ctr", "{") },
+			name: "unreadable record",
+			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
+				e.write(t, "ocicni/attachments/ctr", "{")
+			},
 			id:        "ctr",
 			want:      []viewRow{},
 			recordErr: true,
@@ -154,6 +169,7 @@ func TestInventoryView(t *testing.T) {
 		{
 			name: "unreadable record, corrupt entry",
 			prepare: func(t *testing.T, e *inventoryEnv) {
+				t.Helper()
 				e.write(t, "ocicni/attachments/ctr", "{")
 				e.write(t, "results/net-ctr-eth0", "{")
 			},
@@ -199,7 +215,7 @@ func TestInventoryView(t *testing.T) {
 				assert.Equal(t, wantListed, rowsOf(listed), "Inventories")
 				assert.Equal(t, tc.recordErr, listed.RecordErr != nil)
 			}
-			assert.Equal(t, calls, len(e.fx.Calls()), "the view runs no plugin")
+			assert.Len(t, e.fx.Calls(), calls, "the view runs no plugin")
 		})
 	}
 }
