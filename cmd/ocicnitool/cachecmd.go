@@ -133,24 +133,18 @@ func runCacheLs(g *globals, container string, networks []string, out *printer) e
 	if err != nil {
 		return err
 	}
-	var listing cache.Listing
-	if container != "" {
-		listing, err = c.ForContainer(container)
-	} else {
-		listing, err = c.List()
-	}
+	m, err := g.cacheManager()
 	if err != nil {
 		return err
 	}
-	ids := []string{container}
-	if container == "" {
-		if ids, err = c.ListOrders(); err != nil {
-			return err
-		}
+	defer shutdown(m)
+	invs, unowned, err := inventories(m, container)
+	if err != nil {
+		return err
 	}
-	doc := cacheLsJSON{CacheDir: c.Dir(), Entries: listEntries(listing, networks, ids), Records: []recordJSON{}}
-	for _, id := range ids {
-		if rec, ok := readRecord(c, id, listing, networks); ok {
+	doc := cacheLsJSON{CacheDir: c.Dir(), Entries: listEntries(invs, unowned, networks), Records: []recordJSON{}}
+	for _, inv := range invs {
+		if rec, ok := recordRow(c.OrdersDir(), inv, networks); ok {
 			doc.Records = append(doc.Records, rec)
 		}
 	}
@@ -163,65 +157,76 @@ func runCacheLs(g *globals, container string, networks []string, out *printer) e
 	return nil
 }
 
-// listEntries turns a listing into rows, marking duplicates: one
-// container and ifname claimed by several networks. The names of a corrupt
-// entry that the scan could not split are guessed from its file name,
-// around the IDs of recordIDs and of the good entries.
-func listEntries(listing cache.Listing, networks, recordIDs []string) []entryJSON {
-	keep := func(network string) bool { return len(networks) == 0 || slices.Contains(networks, network) }
-	rows := append(entryRows(listing, keep), corruptRows(listing, keep, recordIDs)...)
+// inventories returns the library's inventory of container, or of every
+// sandbox the cache dir knows of when container is "", with the corrupt
+// files that name no container.
+func inventories(m *ocicni.Manager, container string) ([]*ocicni.SandboxInventory, []*cache.EntryError, error) {
+	if container == "" {
+		return m.Inventories()
+	}
+	inv, err := m.Inventory(container)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []*ocicni.SandboxInventory{inv}, nil, nil
+}
+
+// listEntries gives a row to each cache file of the inventories, and to
+// each unowned one, of a network in networks (every network when empty),
+// sorted by file, and marks duplicates: one container and ifname claimed
+// by several networks. The filter applies to the names the library gave a
+// corrupt file, guessed ones included, so that --network also finds a
+// corrupt entry whose names were guessed.
+func listEntries(invs []*ocicni.SandboxInventory, unowned []*cache.EntryError, networks []string) []entryJSON {
+	rows := []entryJSON{}
+	add := func(row entryJSON) {
+		if len(networks) == 0 || slices.Contains(networks, row.Network) {
+			rows = append(rows, row)
+		}
+	}
+	for _, inv := range invs {
+		for _, a := range inv.Attachments {
+			switch {
+			case a.Entry != nil:
+				add(entryRow(a.Entry))
+			case a.Corrupt != nil:
+				add(corruptRow(a.Corrupt, a.NamesGuessed))
+			}
+		}
+		for _, ee := range inv.Unusable {
+			add(corruptRow(ee, false))
+		}
+	}
+	for _, ee := range unowned {
+		add(corruptRow(ee, false))
+	}
 	markDuplicates(rows)
 	slices.SortStableFunc(rows, func(a, b entryJSON) int { return strings.Compare(a.File, b.File) })
 	return rows
 }
 
-// entryRows gives a row to each readable entry of a network that keep
-// accepts, with the IPs of its cached result.
-func entryRows(listing cache.Listing, keep func(network string) bool) []entryJSON {
-	rows := []entryJSON{}
-	for _, e := range listing.Entries {
-		if !keep(e.Network) {
-			continue
-		}
-		row := entryJSON{Network: e.Network, Container: e.ContainerID, IfName: e.IfName, NetNS: e.NetNS, File: e.Path, IPs: []string{}}
-		res, err := e.Result()
-		switch {
-		case err != nil:
-			row.Reason = "result cannot be decoded: " + err.Error()
-		case res != nil:
-			row.IPs = describe(ocicni.NetResult{Result: res, NetAttachment: ocicni.NetAttachment{Name: e.Network, Ifname: e.IfName}}).IPs
-		}
-		rows = append(rows, row)
+// entryRow is the row of a readable entry, with the IPs of its cached
+// result.
+func entryRow(e *cache.Entry) entryJSON {
+	row := entryJSON{Network: e.Network, Container: e.ContainerID, IfName: e.IfName, NetNS: e.NetNS, File: e.Path, IPs: []string{}}
+	res, err := e.Result()
+	switch {
+	case err != nil:
+		row.Reason = "result cannot be decoded: " + err.Error()
+	case res != nil:
+		row.IPs = describe(ocicni.NetResult{Result: res, NetAttachment: ocicni.NetAttachment{Name: e.Network, Ifname: e.IfName}}).IPs
 	}
-	return rows
+	return row
 }
 
-// corruptRows gives a row to each corrupt or unreadable entry of a network
-// that keep accepts. The filter applies after the names are guessed, so
-// that --network also finds a corrupt entry whose names were guessed.
-func corruptRows(listing cache.Listing, keep func(network string) bool, recordIDs []string) []entryJSON {
-	knownIDs, knownNets := slices.Clone(recordIDs), []string{}
-	for _, e := range listing.Entries {
-		knownIDs, knownNets = append(knownIDs, e.ContainerID), append(knownNets, e.Network)
+// corruptRow is the row of a corrupt or unreadable entry, with the names
+// the library gave it (guessed: split from its file name).
+func corruptRow(ee *cache.EntryError, guessed bool) entryJSON {
+	return entryJSON{
+		Network: ee.Network, Container: ee.ContainerID, IfName: ee.IfName, File: ee.Path, IPs: []string{},
+		Reason: errText(ee.Err), NamesGuessed: guessed,
+		Corrupt: errors.Is(ee, cache.ErrCorruptEntry), Unreadable: !errors.Is(ee, cache.ErrCorruptEntry),
 	}
-	rows := []entryJSON{}
-	for _, ee := range listing.Corrupt {
-		row := entryJSON{Network: ee.Network, Container: ee.ContainerID, IfName: ee.IfName, File: ee.Path, IPs: []string{}, Reason: errText(ee.Err)}
-		if row.Network == "" {
-			row.Network, row.Container, row.IfName = cache.GuessFileName(ee.Path, knownIDs, knownNets)
-			row.NamesGuessed = row.Network != ""
-		}
-		if !keep(row.Network) {
-			continue
-		}
-		if errors.Is(ee, cache.ErrCorruptEntry) {
-			row.Corrupt = true
-		} else {
-			row.Unreadable = true
-		}
-		rows = append(rows, row)
-	}
-	return rows
 }
 
 // markDuplicates flags the rows whose container and ifname are claimed by
@@ -244,43 +249,28 @@ func markDuplicates(rows []entryJSON) {
 	}
 }
 
-// readRecord reads container id's attachment record. ok is false when
-// there is none, or when --network leaves nothing of it.
-func readRecord(c *cache.Cache, id string, listing cache.Listing, networks []string) (recordJSON, bool) {
-	rec := recordJSON{Container: id, File: filepath.Join(c.OrdersDir(), id), Attachments: []recordedJSON{}}
-	atts, err := c.ReadOrder(id)
-	if err != nil {
+// recordRow describes the attachment record of inv, from the library's
+// inventory: its recorded attachments in ADD order, each cached when a
+// cache file (readable or corrupt) names it. ok is false when there is no
+// record, or when --network leaves nothing of it.
+func recordRow(ordersDir string, inv *ocicni.SandboxInventory, networks []string) (recordJSON, bool) {
+	rec := recordJSON{Container: inv.ContainerID, File: filepath.Join(ordersDir, inv.ContainerID), Attachments: []recordedJSON{}}
+	if err := inv.RecordErr; err != nil {
 		rec.Corrupt, rec.Reason = errors.Is(err, cache.ErrCorruptEntry), err.Error()
 		return rec, len(networks) == 0
 	}
-	if atts == nil {
+	if !inv.Recorded {
 		return rec, false
 	}
-	for _, a := range atts {
-		if len(networks) > 0 && !slices.Contains(networks, a.Network) {
+	for _, a := range inv.Attachments {
+		if a.Record == nil || len(networks) > 0 && !slices.Contains(networks, a.Name) {
 			continue
 		}
 		rec.Attachments = append(rec.Attachments, recordedJSON{
-			Network: a.Network, IfName: a.IfName, NetNS: a.NetNS, Cached: cached(listing, id, a.Network, a.IfName),
+			Network: a.Name, IfName: a.Ifname, NetNS: a.Record.NetNS, Cached: a.CacheFile() != "",
 		})
 	}
 	return rec, len(networks) == 0 || len(rec.Attachments) > 0
-}
-
-// cached tells whether the listing holds an entry, readable or corrupt,
-// for the attachment.
-func cached(listing cache.Listing, id, network, ifname string) bool {
-	for _, e := range listing.Entries {
-		if e.ContainerID == id && e.Network == network && e.IfName == ifname {
-			return true
-		}
-	}
-	for _, ee := range listing.Corrupt {
-		if ee.ContainerID == id && ee.Network == network && ee.IfName == ifname {
-			return true
-		}
-	}
-	return false
 }
 
 func cacheLsTable(t *table, doc cacheLsJSON) {
@@ -342,24 +332,29 @@ func runCacheRm(ctx context.Context, g *globals, id, netnsArg string, out *print
 	if err != nil {
 		return err
 	}
-	listing, err := c.ForContainer(id)
-	if err != nil {
-		return err
-	}
-	if len(listing.Entries) == 0 && len(listing.Corrupt) == 0 {
-		return notFound(fmt.Errorf("container %s has no cache entry in %s", id, c.ResultsDir()))
-	}
 	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
 	defer end()
+	inv, err := m.Inventory(id)
+	if err != nil {
+		return err
+	}
+	if !hasCacheFiles(inv) {
+		return notFound(fmt.Errorf("container %s has no cache entry in %s", id, c.ResultsDir()))
+	}
 
 	removed, forgetErr := m.ForgetPodCache(ctx, ocicni.PodNetwork{ID: id, NetNS: netns})
 	doc := cacheRmJSON{Container: id, Removed: append([]string{}, removed...), Record: []recordedJSON{}}
-	atts, rerr := c.ReadOrder(id)
-	for _, a := range atts {
-		doc.Record = append(doc.Record, recordedJSON{Network: a.Network, IfName: a.IfName, NetNS: a.NetNS})
+	after, rerr := m.Inventory(id)
+	if rerr == nil {
+		rerr = after.RecordErr
+		for _, a := range after.Attachments {
+			if a.Record != nil {
+				doc.Record = append(doc.Record, recordedJSON{Network: a.Name, IfName: a.Ifname, NetNS: a.Record.NetNS})
+			}
+		}
 	}
 	if err := out.emit(doc, func(t *table) {
 		t.row("REMOVED")
@@ -378,4 +373,11 @@ func runCacheRm(ctx context.Context, g *globals, id, netnsArg string, out *print
 		return forgetErr
 	}
 	return rerr
+}
+
+// hasCacheFiles reports whether inv holds a cache file, readable or not.
+func hasCacheFiles(inv *ocicni.SandboxInventory) bool {
+	return len(inv.Unusable) > 0 || slices.ContainsFunc(inv.Attachments, func(a ocicni.InventoryAttachment) bool {
+		return a.CacheFile() != ""
+	})
 }

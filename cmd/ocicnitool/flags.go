@@ -86,14 +86,10 @@ func (g *globals) runFlags(fs *flag.FlagSet) {
 // manager builds an ocicni manager from the directory flags, without a
 // watcher and without background DEL retries: the command runs once, next
 // to the runtime's own manager, which heals what fails (a failed DEL here
-// is recorded with its retry state all the same). The library logs to stderr, warnings and
-// up unless --debug.
+// is recorded with its retry state all the same). The library logs to
+// stderr, warnings and up unless --debug.
 func (g *globals) manager() (*ocicni.Manager, error) {
 	confDir, err := absDir("conf-dir", g.confDir)
-	if err != nil {
-		return nil, err
-	}
-	cacheDir, err := absDir("cache-dir", g.cacheDir)
 	if err != nil {
 		return nil, err
 	}
@@ -105,20 +101,42 @@ func (g *globals) manager() (*ocicni.Manager, error) {
 		}
 		binDirs = append(binDirs, abs)
 	}
+	return g.newManager(ocicni.WithConfDir(confDir), ocicni.WithBinDirs(binDirs...))
+}
+
+// cacheManager builds a manager for the commands that only read the cache
+// dir (cache ls), from --cache-dir alone. Its conf and bin dirs are
+// <cache-dir>/ocicni/no-conf, which nothing creates: it loads no network
+// and finds no plugin, so it runs none (a load runs the VERSION of the
+// plugins that configs name), and it needs no conf dir on the node.
+func (g *globals) cacheManager() (*ocicni.Manager, error) {
+	cacheDir, err := absDir("cache-dir", g.cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	none := filepath.Join(cacheDir, "ocicni", "no-conf")
+	return g.newManager(ocicni.WithConfDir(none), ocicni.WithBinDirs(none))
+}
+
+// newManager builds a manager on --cache-dir, as [globals.manager] says,
+// with opts for its conf and bin dirs.
+func (g *globals) newManager(opts ...ocicni.Option) (*ocicni.Manager, error) {
+	cacheDir, err := absDir("cache-dir", g.cacheDir)
+	if err != nil {
+		return nil, err
+	}
 	log := logrus.New()
 	log.SetOutput(g.stderr)
 	log.SetLevel(logrus.WarnLevel)
 	if g.debug {
 		log.SetLevel(logrus.DebugLevel)
 	}
-	return ocicni.New(
-		ocicni.WithConfDir(confDir),
-		ocicni.WithBinDirs(binDirs...),
+	return ocicni.New(append([]ocicni.Option{
 		ocicni.WithCacheDir(cacheDir),
 		ocicni.WithoutWatcher(),
 		ocicni.WithoutHealing(),
 		ocicni.WithLogger(logrus.NewEntry(log).WithField("component", "ocicnitool")),
-	)
+	}, opts...)...)
 }
 
 // shutdown stops a manager built by [globals.manager]. Without a watcher
@@ -135,7 +153,8 @@ func (g *globals) session(ctx context.Context) (m *ocicni.Manager, sctx context.
 	return m, sctx, func() { cancel(); shutdown(m) }, nil
 }
 
-// cache opens the cache dir named by --cache-dir.
+// cache names the cache dir of --cache-dir, for its paths: what is in it
+// is read through a manager's inventory (see [globals.cacheManager]).
 func (g *globals) cache() (*cache.Cache, error) {
 	dir, err := absDir("cache-dir", g.cacheDir)
 	if err != nil {

@@ -137,24 +137,23 @@ func runPod(ctx context.Context, g *globals, pf *podFlags, needNetNS bool, args 
 }
 
 // requireKnown fails with "not found" when the pod names no networks and
-// the cache holds neither an entry nor an attachment record for it: the
-// library would otherwise report the default network, which the pod may
-// never have used.
-func requireKnown(g *globals, pod ocicni.PodNetwork) error {
+// the library's inventory of it holds neither a cache entry nor an
+// attachment record: the library would otherwise report the default
+// network, which the pod may never have used.
+func requireKnown(g *globals, m *ocicni.Manager, pod ocicni.PodNetwork) error {
 	if len(pod.Networks) > 0 {
+		return nil
+	}
+	inv, err := m.Inventory(pod.ID)
+	if err != nil {
+		return err
+	}
+	if len(inv.Attachments) > 0 || len(inv.Unusable) > 0 || inv.Recorded {
 		return nil
 	}
 	c, err := g.cache()
 	if err != nil {
 		return err
-	}
-	listing, err := c.ForContainer(pod.ID)
-	if err != nil {
-		return err
-	}
-	recorded, rerr := c.ReadOrder(pod.ID)
-	if len(listing.Entries) > 0 || len(listing.Corrupt) > 0 || recorded != nil || rerr != nil {
-		return nil
 	}
 	return notFound(fmt.Errorf("container %s has no cache entry and no attachment record in %s (name its networks with --network)",
 		pod.ID, c.Dir()))
@@ -173,7 +172,7 @@ func runStatus(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.Po
 }
 
 func podStatus(ctx context.Context, g *globals, m *ocicni.Manager, pod ocicni.PodNetwork, out *printer, check bool) error {
-	if err := requireKnown(g, pod); err != nil {
+	if err := requireKnown(g, m, pod); err != nil {
 		return err
 	}
 	results, err := m.GetPodNetworkStatusWithContext(ctx, pod)

@@ -17,12 +17,13 @@
 // [Entry] is one such file. Network names and interface names may contain
 // '-', so a file name can only be split once the container ID is known:
 // [SplitFileName] and [ParseFileName] do that (and [GuessFileName] when it
-// is not), and [FileName] builds names. [ValidateNetworkName],
-// [ValidateContainerID] and [ValidateIfName] apply libcni's ADD rules plus
-// path checks and the length limits that keep a file name within 255
-// bytes. [Cache.List] and [Cache.ForContainer] scan the directory;
-// [Cache.Get] and [Cache.Remove] address one file. [Entry.Result] decodes
-// the cached result at its own CNI version.
+// is not, [GuessNames] for a listing's corrupt files), and [FileName]
+// builds names. [ValidateNetworkName], [ValidateContainerID] and
+// [ValidateIfName] apply libcni's ADD rules plus path checks and the
+// length limits that keep a file name within 255 bytes. [Cache.List] and
+// [Cache.ForContainer] scan the directory; [Cache.Get] and [Cache.Remove]
+// address one file. [Entry.Result] decodes the cached result at its own
+// CNI version.
 //
 // # Corrupt entries
 //

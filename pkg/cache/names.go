@@ -131,3 +131,25 @@ func GuessFileName(path string, knownIDs, networks []string) (network, id, ifnam
 	}
 	return "", "", ""
 }
+
+// GuessNames returns corrupt with the names of each file whose content
+// could not tell its container (an *[EntryError] without a Network)
+// guessed from its file name by [GuessFileName], with knownIDs and
+// networks. A file whose name splits so is replaced by a copy that holds
+// the guessed names; every other file is corrupt's own, so that
+// out[i] != corrupt[i] tells a guess. corrupt is not modified.
+func GuessNames(corrupt []*EntryError, knownIDs, networks []string) []*EntryError {
+	out := make([]*EntryError, len(corrupt))
+	for i, ee := range corrupt {
+		out[i] = ee
+		if ee.Network != "" {
+			continue
+		}
+		if network, id, ifname := GuessFileName(ee.Path, knownIDs, networks); network != "" {
+			guess := *ee
+			guess.Network, guess.ContainerID, guess.IfName = network, id, ifname
+			out[i] = &guess
+		}
+	}
+	return out
+}

@@ -98,3 +98,40 @@ func TestSplitFileName(t *testing.T) {
 		})
 	}
 }
+
+func TestGuessNames(t *testing.T) {
+	named := &EntryError{Path: "/c/results/net1-abc-eth0", Network: "net1", ContainerID: "abc", IfName: "eth0"}
+	tests := []struct {
+		name     string
+		in       *EntryError
+		ids      []string
+		networks []string
+		want     *EntryError // nil: in itself
+	}{
+		{name: "named by its content", in: named, ids: []string{"other"}},
+		{
+			name: "around a known ID", in: &EntryError{Path: "/c/results/my-net-abc-def-eth0"}, ids: []string{"nope", "abc-def"},
+			want: &EntryError{Path: "/c/results/my-net-abc-def-eth0", Network: "my-net", ContainerID: "abc-def", IfName: "eth0"},
+		},
+		{
+			name: "after a known network", in: &EntryError{Path: "/c/results/my-net-abc-eth0"}, networks: []string{"my-net"},
+			want: &EntryError{Path: "/c/results/my-net-abc-eth0", Network: "my-net", ContainerID: "abc", IfName: "eth0"},
+		},
+		{name: "nothing known", in: &EntryError{Path: "/c/results/net1-abc-eth0"}},
+		{name: "no split", in: &EntryError{Path: "/c/results/garbage"}, ids: []string{"abc"}, networks: []string{"net1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := *tt.in
+			out := GuessNames([]*EntryError{tt.in}, tt.ids, tt.networks)
+			require.Len(t, out, 1)
+			assert.Equal(t, before, *tt.in, "the input is not modified")
+			if tt.want == nil {
+				assert.Same(t, tt.in, out[0])
+				return
+			}
+			assert.NotSame(t, tt.in, out[0])
+			assert.Equal(t, *tt.want, *out[0])
+		})
+	}
+}

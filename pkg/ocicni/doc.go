@@ -355,6 +355,20 @@
 // result that cannot be converted to the config's version is returned as
 // stored, and the conversion error is logged.
 //
+// # Inventory
+//
+// [Manager.Inventory] and [Manager.Inventories] return, read-only, the
+// merge that teardown and GC act on (see "Attachment order records"): a
+// [SandboxInventory] per sandbox, with each attachment's cache entry
+// (readable or corrupt), record line and pending DEL retry, and the
+// sandbox's cache files that no DEL can act on. Which corrupt files have a
+// config to delete them with depends on the networks loaded. Both read
+// the cache dir alone, take no lock and run no plugin, so that a tool can
+// show what a teardown or GC would find (ocicnitool's "cache ls" does). A
+// corrupt file whose content cannot tell its container is named as GC
+// names it: its file name is split around a known container ID, else
+// after a known network name ([cache.GuessNames]).
+//
 // # Status and GC
 //
 // [Manager.GetPodNetworkStatusWithContext] returns the cached result, after

@@ -95,7 +95,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	errs = append(errs, verrs...)
 	keep := func(id string) bool { return g.validIDs[id] || watch.touched(id) }
 
-	corrupt, unplanned := m.corruptByID(listing.Corrupt, g, watch, set)
+	corrupt, unplanned := corruptByID(listing, g, watch, set)
 	for _, o := range unplanned {
 		errs = append(errs, &NetworkError{Verb: "DEL", Err: o.Err})
 	}
@@ -149,26 +149,18 @@ func (m *Manager) planStale(sc *staleContainer, inv *inventory, set *networkSet,
 	return errs
 }
 
-// corruptByID groups corrupt cache files by container. A file whose name
-// cannot be split around a container ID the content names gets its names
-// guessed from the container IDs and network names GC knows of (see
-// [cache.GuessFileName]); one that still names nothing is returned as a
-// Failed outcome with what is known of it, left for the next GC.
-func (m *Manager) corruptByID(corrupt []*cache.EntryError, g *gcPlan, watch *setupWatch, set *networkSet,
+// corruptByID groups listing's corrupt cache files by container. A file
+// whose content cannot tell its container gets its names guessed from
+// its file name (see [guessCorrupt]), also around the IDs of the valid
+// pods and of the setups watch saw; one that still names nothing is
+// returned as a Failed outcome with what is known of it, left for the
+// next GC.
+func corruptByID(listing cache.Listing, g *gcPlan, watch *setupWatch, set *networkSet,
 ) (map[string][]*cache.EntryError, []Outcome) {
 	out := map[string][]*cache.EntryError{}
 	var failed []Outcome
-	var known []string
-	for _, ee := range corrupt {
-		if ee.Network == "" {
-			if known == nil {
-				known = slices.Concat(slices.Collect(maps.Keys(g.recs.byID)), slices.Collect(maps.Keys(g.validIDs)),
-					slices.Collect(maps.Keys(g.byID)), watch.ids())
-			}
-			guess := *ee
-			guess.Network, guess.ContainerID, guess.IfName = cache.GuessFileName(ee.Path, known, set.Names())
-			ee = &guess
-		}
+	extra := slices.Concat(slices.Sorted(maps.Keys(g.validIDs)), watch.ids())
+	for _, ee := range guessCorrupt(listing, g.recs, set, extra...) {
 		if ee.Network == "" || ee.ContainerID == "" {
 			failed = append(failed, Outcome{ContainerID: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, Class: Failed, Err: ee})
 			continue

@@ -3,9 +3,9 @@ package ocicni
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -97,18 +97,14 @@ func (f cacheFile) names() (network, ifname string) {
 // takeInventory reads what is known of sandbox id's attachments. With
 // requested attachments it holds exactly those, in the order given;
 // otherwise every attachment that the cache or the order record knows of
-// (see [newInventory]).
+// (see [Manager.readInventory]), logged as [logInventory] says.
 func (m *Manager) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
-	record, rerr := m.cache.ReadOrder(id)
 	if len(requested) == 0 {
-		listing, err := m.cache.ForContainer(id)
-		inv := newInventory(id, record, rerr, listing.Entries, listing.Corrupt, set, log)
-		if err != nil {
-			inv.listErr = err
-			inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: err})
-		}
+		inv := m.readInventory(id, set)
+		logInventory(inv, log)
 		return inv
 	}
+	record, rerr := m.cache.ReadOrder(id)
 	inv := &inventory{id: id, record: record, recordErr: rerr}
 	for _, a := range requested {
 		s := &slot{NetAttachment: a, rec: findLine(record, a.Name, a.Ifname)}
@@ -128,13 +124,70 @@ func (m *Manager) takeInventory(id string, requested []NetAttachment, set *netwo
 	return inv
 }
 
-// newInventory is [mergeInventory], then logs what the caller is about to
-// act on: corrupt cache files acted on with a saved or loaded config, and
-// interface names that several networks claim.
+// readInventory reads what the cache files named for sandbox id
+// ([cache.Cache.ForContainer]) and its order record know of it (see
+// [mergeInventory]). A listing failure is in listErr, and a failure.
+func (m *Manager) readInventory(id string, set *networkSet) *inventory {
+	record, rerr := m.cache.ReadOrder(id)
+	listing, err := m.cache.ForContainer(id)
+	inv := mergeInventory(id, record, rerr, listing.Entries, listing.Corrupt, set)
+	if err != nil {
+		inv.listErr = err
+		inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: err})
+	}
+	return inv
+}
+
+// readInventories reads the inventory of every sandbox that the cache or
+// the order records know of, sorted by container ID, from one listing of
+// the results directory and one [Manager.scanRecords], read in that order
+// as GC reads them. Corrupt files are named by [guessCorrupt]; guessed
+// holds the copies whose names were guessed, and unowned the files that
+// name no container even then.
+func (m *Manager) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
+	guessed map[*cache.EntryError]bool, err error,
+) {
+	listing, err := m.cache.List()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	recs, err := m.scanRecords()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	entries := map[string][]*cache.Entry{}
+	for _, e := range listing.Entries {
+		entries[e.ContainerID] = append(entries[e.ContainerID], e)
+	}
+	corrupt := map[string][]*cache.EntryError{} // "": the unowned
+	guessed = map[*cache.EntryError]bool{}
+	for i, ee := range guessCorrupt(listing, recs, set) {
+		guessed[ee] = ee != listing.Corrupt[i]
+		corrupt[ee.ContainerID] = append(corrupt[ee.ContainerID], ee)
+	}
+	unowned = corrupt[""]
+	delete(corrupt, "")
+	ids := slices.Concat(slices.Collect(maps.Keys(entries)), slices.Collect(maps.Keys(corrupt)), recs.ids)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		invs = append(invs, mergeInventory(id, recs.byID[id], recs.corrupt[id], entries[id], corrupt[id], set))
+	}
+	return invs, unowned, guessed, nil
+}
+
+// newInventory is [mergeInventory], then [logInventory].
 func newInventory(id string, record []cache.Attachment, rerr error, entries []*cache.Entry, corrupt []*cache.EntryError,
 	set *networkSet, log *logrus.Entry,
 ) *inventory {
 	inv := mergeInventory(id, record, rerr, entries, corrupt, set)
+	logInventory(inv, log)
+	return inv
+}
+
+// logInventory logs what the caller of an inventory is about to act on:
+// corrupt cache files acted on with a saved or loaded config, and
+// interface names that several networks claim.
+func logInventory(inv *inventory, log *logrus.Entry) {
 	for _, s := range inv.slots {
 		if s.corrupt != nil {
 			log.WithError(s.corrupt).WithFields(logrus.Fields{"file": filepath.Base(s.corrupt.Path), "network": s.Name}).
@@ -142,7 +195,6 @@ func newInventory(id string, record []cache.Attachment, rerr error, entries []*c
 		}
 	}
 	warnDuplicateIfnames(inv.slots, log)
-	return inv
 }
 
 // mergeInventory merges what is on disk for sandbox id: its readable cache
@@ -341,38 +393,6 @@ func findLine(record []cache.Attachment, network, ifname string) *cache.Attachme
 		}
 	}
 	return nil
-}
-
-// sortSlotsForTeardown orders slots for DEL: those missing from the
-// recorded ADD order first, by network then ifname descending, then the
-// recorded ones in reverse ADD order.
-func sortSlotsForTeardown(slots []*slot, recorded []cache.Attachment) {
-	cmp := teardownOrder(recorded)
-	slices.SortStableFunc(slots, func(a, b *slot) int { return cmp(a.NetAttachment, b.NetAttachment) })
-}
-
-func teardownOrder(recorded []cache.Attachment) func(a, b NetAttachment) int {
-	pos := make(map[NetAttachment]int, len(recorded))
-	for i, a := range recorded {
-		pos[NetAttachment{Name: a.Network, Ifname: a.IfName}] = i
-	}
-	return func(a, b NetAttachment) int {
-		pa, oka := pos[a]
-		pb, okb := pos[b]
-		switch {
-		case oka && okb:
-			return pb - pa
-		case oka != okb:
-			if oka {
-				return 1
-			}
-			return -1
-		}
-		if c := strings.Compare(b.Name, a.Name); c != 0 {
-			return c
-		}
-		return strings.Compare(b.Ifname, a.Ifname)
-	}
 }
 
 func warnDuplicateIfnames(slots []*slot, log *logrus.Entry) {

@@ -342,15 +342,25 @@ func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) {
 	var out []PendingTeardown
 	for _, id := range recs.ids {
 		for _, a := range recs.byID[id] {
-			if h := a.Heal; h != nil {
-				out = append(out, PendingTeardown{
-					ContainerID: id, Network: a.Network, IfName: a.IfName,
-					Attempts: h.Attempts, Since: h.Since, NextAttempt: h.Next, LastError: h.LastError, GaveUp: h.GaveUp,
-				})
+			if p, ok := pendingOf(id, a); ok {
+				out = append(out, p)
 			}
 		}
 	}
 	return out, nil
+}
+
+// pendingOf returns the DEL retry, pending or given up, that line a of
+// sandbox id's order record holds, if any.
+func pendingOf(id string, a cache.Attachment) (PendingTeardown, bool) {
+	h := a.Heal
+	if h == nil {
+		return PendingTeardown{}, false
+	}
+	return PendingTeardown{
+		ContainerID: id, Network: a.Network, IfName: a.IfName,
+		Attempts: h.Attempts, Since: h.Since, NextAttempt: h.Next, LastError: h.LastError, GaveUp: h.GaveUp,
+	}, true
 }
 
 // pendingRetries returns, by sandbox, when the first pending DEL retry

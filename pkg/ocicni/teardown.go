@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // TearDownPod detaches the pod. See [Manager.TearDownPodWithContext].
@@ -281,4 +284,36 @@ func (m *Manager) retryDELs(ctx context.Context, id string) {
 		}
 	}
 	m.settle(id, inv.record, nil, nil, plans, outcomes, log)
+}
+
+// sortSlotsForTeardown orders slots for DEL: those missing from the
+// recorded ADD order first, by network then ifname descending, then the
+// recorded ones in reverse ADD order.
+func sortSlotsForTeardown(slots []*slot, recorded []cache.Attachment) {
+	cmp := teardownOrder(recorded)
+	slices.SortStableFunc(slots, func(a, b *slot) int { return cmp(a.NetAttachment, b.NetAttachment) })
+}
+
+func teardownOrder(recorded []cache.Attachment) func(a, b NetAttachment) int {
+	pos := make(map[NetAttachment]int, len(recorded))
+	for i, a := range recorded {
+		pos[NetAttachment{Name: a.Network, Ifname: a.IfName}] = i
+	}
+	return func(a, b NetAttachment) int {
+		pa, oka := pos[a]
+		pb, okb := pos[b]
+		switch {
+		case oka && okb:
+			return pb - pa
+		case oka != okb:
+			if oka {
+				return 1
+			}
+			return -1
+		}
+		if c := strings.Compare(b.Name, a.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Ifname, a.Ifname)
+	}
 }

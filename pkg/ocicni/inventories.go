@@ -1,0 +1,194 @@
+package ocicni
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
+)
+
+// This file is the inventory seen from outside: the read-only view that
+// [Manager.Inventory] and [Manager.Inventories] return, built from what
+// [Manager.readInventory] and [Manager.readInventories] read, and
+// [guessCorrupt], which names corrupt files for GC and for the view alike.
+// It takes no lock and runs no plugin.
+
+// SandboxInventory is what the manager knows of one sandbox's attachments
+// from the cache dir: its libcni cache entries, readable or not, and its
+// attachment order record, merged by the rule that teardown and GC act on
+// (see "Attachment order records" in the package doc). It is read for the
+// call, without the sandbox's lock, so a pod operation running meanwhile
+// may change what it describes; the caller may keep it.
+type SandboxInventory struct {
+	ContainerID string
+	// Attachments are the attachments it names, each (network, ifname)
+	// once: those recorded at ADD first, in ADD order, then the others.
+	Attachments []InventoryAttachment
+	// Unusable are the sandbox's cache files, corrupt or unreadable, that
+	// name no attachment: no DEL can act on them, and a teardown or GC
+	// reports them and leaves them. A corrupt file that names one but has
+	// no config to delete it with is an attachment whose Err is set.
+	Unusable []*cache.EntryError
+	// Recorded reports whether the sandbox has an order record, readable
+	// or not; RecordErr is why it could not be read.
+	Recorded  bool
+	RecordErr error
+}
+
+// InventoryAttachment is one attachment of a [SandboxInventory].
+type InventoryAttachment struct {
+	NetAttachment
+	// NetNS is the netns stored for it, in the order its DEL looks for
+	// one: its cache entry's, else the one recorded at ADD.
+	NetNS string
+	// Entry is its readable cache entry, and Corrupt its cache file that
+	// could not be read or parsed (errors.Is with [cache.ErrCorruptEntry]
+	// tells corruption from a read failure). At most one is set; neither
+	// when only the order record names it.
+	Entry   *cache.Entry
+	Corrupt *cache.EntryError
+	// NamesGuessed is set when Corrupt's content could not tell its
+	// container and its names were guessed from its file name, as GC
+	// guesses them (see [Manager.Inventories]).
+	NamesGuessed bool
+	// Err is set when its cache file is corrupt and there is neither a
+	// saved nor a loaded config to delete it with: no DEL can act on it,
+	// and a teardown reports it as a failure and leaves the file.
+	Err error
+	// Record is its line in the order record (netns and config digest at
+	// ADD, retry state), nil when the record does not name it; Pending is
+	// that line's DEL retry, pending or given up, if any.
+	Record  *cache.Attachment
+	Pending *PendingTeardown
+}
+
+// CacheFile returns the path of the attachment's cache file, readable or
+// not; "" when it has none.
+func (a *InventoryAttachment) CacheFile() string {
+	switch {
+	case a.Entry != nil:
+		return a.Entry.Path
+	case a.Corrupt != nil:
+		return a.Corrupt.Path
+	}
+	return ""
+}
+
+// Inventory returns what the cache dir holds of sandbox id, as a teardown
+// of it that names no networks finds it: the cache files named for it
+// (see [cache.Cache.ForContainer]) and its order record, with the loaded
+// networks deciding which corrupt files can be deleted. A sandbox of which
+// nothing is known has an empty inventory. It takes no lock and runs no
+// plugin. The error is for an invalid id ([InvalidArgumentError]) or a
+// results directory that cannot be listed.
+func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
+	if err := checkContainerID(id); err != nil {
+		return nil, err
+	}
+	inv := m.readInventory(id, m.snapshot())
+	if inv.listErr != nil {
+		return nil, inv.listErr
+	}
+	return inv.view(nil), nil
+}
+
+// Inventories returns, sorted by container ID, the inventory of every
+// sandbox that the cache dir's results or order records know of, from one
+// listing of the results directory and one reading of the order records,
+// as GC plans from them. A corrupt file whose content cannot tell its
+// container has its names guessed from its file name as GC guesses them:
+// around the container ID of an order record or of a readable entry, else
+// after the name of a loaded network or of a readable entry's network
+// (GC also knows the valid pods and the setups in flight). The files that
+// name no container even then are returned in unowned. It takes no lock
+// and runs no plugin. The error is for a results or records directory
+// that cannot be listed.
+func (m *Manager) Inventories() (inventories []*SandboxInventory, unowned []*cache.EntryError, err error) {
+	invs, unowned, guessed, err := m.readInventories(m.snapshot())
+	if err != nil {
+		return nil, nil, err
+	}
+	inventories = make([]*SandboxInventory, len(invs))
+	for i, inv := range invs {
+		inventories[i] = inv.view(guessed)
+	}
+	return inventories, unowned, nil
+}
+
+// guessCorrupt returns listing's corrupt files, each whose content could
+// not tell its container with the names guessed from its file name (see
+// [cache.GuessNames]): around the container IDs of the order records in
+// recs (readable or not), of the readable entries and of extraIDs, in
+// that order, else after the name of a loaded network or of a readable
+// entry's network. GC and [Manager.Inventories] name corrupt files so.
+func guessCorrupt(listing cache.Listing, recs *records, set *networkSet, extraIDs ...string) []*cache.EntryError {
+	if !slices.ContainsFunc(listing.Corrupt, func(ee *cache.EntryError) bool { return ee.Network == "" }) {
+		return listing.Corrupt
+	}
+	ids, networks := slices.Clone(recs.ids), set.Names()
+	for _, e := range listing.Entries {
+		ids, networks = append(ids, e.ContainerID), append(networks, e.Network)
+	}
+	return cache.GuessNames(listing.Corrupt, dedupe(append(ids, extraIDs...)), dedupe(networks))
+}
+
+// dedupe drops the repeats from list, in place, keeping first occurrences.
+func dedupe(list []string) []string {
+	seen := make(map[string]bool, len(list))
+	return slices.DeleteFunc(list, func(s string) bool { dup := seen[s]; seen[s] = true; return dup })
+}
+
+// view returns what inv knows as a [SandboxInventory]; guessed holds the
+// corrupt files whose names were guessed.
+func (inv *inventory) view(guessed map[*cache.EntryError]bool) *SandboxInventory {
+	sb := &SandboxInventory{ContainerID: inv.id, Recorded: inv.record != nil || inv.recordErr != nil, RecordErr: inv.recordErr}
+	atts := inv.attachments()
+	slices.SortStableFunc(atts, func(a, b NetAttachment) int {
+		return cmp.Compare(recordPos(inv.record, a), recordPos(inv.record, b))
+	})
+	for _, att := range atts {
+		sb.Attachments = append(sb.Attachments, inv.viewAttachment(att, guessed))
+	}
+	for _, o := range inv.failures {
+		var ee *cache.EntryError
+		if o.Network == "" && errors.As(o.Err, &ee) {
+			sb.Unusable = append(sb.Unusable, ee)
+		}
+	}
+	return sb
+}
+
+// viewAttachment describes att, a slot of inv or a failure whose file
+// names it.
+func (inv *inventory) viewAttachment(att NetAttachment, guessed map[*cache.EntryError]bool) InventoryAttachment {
+	a := InventoryAttachment{NetAttachment: att}
+	if s := inv.find(att.Name, att.Ifname); s != nil {
+		a.Entry, a.Corrupt = s.entry, s.corrupt
+	} else if i := slices.IndexFunc(inv.failures, func(o Outcome) bool {
+		return o.Network == att.Name && o.IfName == att.Ifname
+	}); i >= 0 {
+		a.Err = inv.failures[i].Err
+		errors.As(a.Err, &a.Corrupt)
+	}
+	a.NamesGuessed = a.Corrupt != nil && guessed[a.Corrupt]
+	rec := findLine(inv.record, att.Name, att.Ifname)
+	a.NetNS = cmp.Or(entryNetNS(a.Entry), recNetNS(rec))
+	if rec != nil {
+		line := *rec
+		a.Record = &line
+		if p, ok := pendingOf(inv.id, line); ok {
+			a.Pending = &p
+		}
+	}
+	return a
+}
+
+// recordPos returns the position of att's line in record, or len(record)
+// when it has none.
+func recordPos(record []cache.Attachment, att NetAttachment) int {
+	if i := slices.IndexFunc(record, func(a cache.Attachment) bool { return a.Network == att.Name && a.IfName == att.Ifname }); i >= 0 {
+		return i
+	}
+	return len(record)
+}
