@@ -53,8 +53,8 @@ func TestDo(t *testing.T) {
 
 func TestDoReachesRuntimeError(t *testing.T) {
 	err := Do("op", "", func() error {
-		var xs []int
-		_ = xs[len(xs)] // an index out of range panics with a runtime.Error
+		var v any = "not an int"
+		_ = v.(int) // a failed type assertion panics with a runtime.Error
 		return nil
 	})
 	var re runtime.Error
