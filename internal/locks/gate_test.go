@@ -33,29 +33,6 @@ func waitGateHolding(t *testing.T, g *Gate, n int) {
 		testenv.BarrierTimeout, time.Millisecond, "%d writers hold back readers", n)
 }
 
-// requireDone waits for an operation started by gateAsync and returns its
-// error; what names the operation in the failure.
-func requireDone(t *testing.T, done <-chan error, what string) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(testenv.BarrierTimeout):
-		require.FailNow(t, what+" did not return")
-		return nil
-	}
-}
-
-// requirePending fails the test if the operation behind done has returned.
-func requirePending(t *testing.T, done <-chan error, msg string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		require.FailNow(t, msg, "it returned err=%v", err)
-	default:
-	}
-}
-
 // A writer that finds no idle moment within its patience holds back new
 // readers while the ones in flight finish, and gets in; it never holds
 // them back for longer than its hold, however long the readers in flight
@@ -70,13 +47,13 @@ func TestGateHoldsBackReadersWithinBounds(t *testing.T) {
 		locked := gateAsync(bg, g.Lock)
 		waitGateHolding(t, g, 1)
 		held := gateAsync(bg, g.RLock) // a new reader, held back
-		requirePending(t, locked, "the writer got in while a reader held the gate")
+		testenv.RequirePending(t, locked, "the writer got in while a reader held the gate")
 		g.RUnlock() // the one in flight finishes
-		require.NoError(t, requireDone(t, locked, "lock once the reader in flight finished"))
-		requirePending(t, held, "a reader got in while the writer held the gate")
+		require.NoError(t, testenv.RequireDone(t, locked, "lock once the reader in flight finished"))
+		testenv.RequirePending(t, held, "a reader got in while the writer held the gate")
 		waitGateHolding(t, g, 0)
 		g.Unlock()
-		require.NoError(t, requireDone(t, held, "the held-back reader, after the writer"))
+		require.NoError(t, testenv.RequireDone(t, held, "the held-back reader, after the writer"))
 		g.RUnlock()
 	})
 	t.Run("a hold ends while a reader in flight hangs", func(t *testing.T) {
@@ -87,11 +64,11 @@ func TestGateHoldsBackReadersWithinBounds(t *testing.T) {
 		locked := gateAsync(ctx, g.Lock)
 		waitGateHolding(t, g, 1)
 		for range 3 { // new readers get in between holds
-			require.NoError(t, requireDone(t, gateAsync(bg, g.RLock), "rlock while the writer waits"))
+			require.NoError(t, testenv.RequireDone(t, gateAsync(bg, g.RLock), "rlock while the writer waits"))
 		}
-		requirePending(t, locked, "the writer got in while readers held the gate")
+		testenv.RequirePending(t, locked, "the writer got in while readers held the gate")
 		cancel()
-		require.ErrorIs(t, requireDone(t, locked, "lock after its context ended"), context.Canceled)
+		require.ErrorIs(t, testenv.RequireDone(t, locked, "lock after its context ended"), context.Canceled)
 		waitGateHolding(t, g, 0)
 		for range 4 {
 			g.RUnlock()
@@ -122,13 +99,13 @@ func TestGate(t *testing.T) {
 			locked := gateAsync(bg, g.Lock)
 			waitGateWriters(t, g, 1)
 			for range 3 { // new readers
-				require.NoError(t, requireDone(t, gateAsync(bg, g.RLock), "rlock behind a waiting writer"))
+				require.NoError(t, testenv.RequireDone(t, gateAsync(bg, g.RLock), "rlock behind a waiting writer"))
 			}
-			requirePending(t, locked, "the writer got in while readers held the gate")
+			testenv.RequirePending(t, locked, "the writer got in while readers held the gate")
 			for range 4 {
 				g.RUnlock()
 			}
-			require.NoError(t, requireDone(t, locked, "lock"))
+			require.NoError(t, testenv.RequireDone(t, locked, "lock"))
 			g.Unlock()
 		},
 	}, {
@@ -140,9 +117,9 @@ func TestGate(t *testing.T) {
 			locked := gateAsync(bg, g.Lock)
 			waitGateWriters(t, g, 1)
 			g.RUnlock()
-			requirePending(t, locked, "the writer got in while a reader held the gate")
+			testenv.RequirePending(t, locked, "the writer got in while a reader held the gate")
 			g.RUnlock()
-			require.NoError(t, requireDone(t, locked, "lock after the readers drained"))
+			require.NoError(t, testenv.RequireDone(t, locked, "lock after the readers drained"))
 
 			readers, writer := gateState(g)
 			assert.Equal(t, 0, readers)
@@ -163,7 +140,7 @@ func TestGate(t *testing.T) {
 			locked := gateAsync(ctx, g.Lock)
 			waitGateWriters(t, g, 1)
 			cancel()
-			require.ErrorIs(t, requireDone(t, locked, "lock after its context ended"), context.Canceled)
+			require.ErrorIs(t, testenv.RequireDone(t, locked, "lock after its context ended"), context.Canceled)
 			waitGateWriters(t, g, 0)
 			readers, writer := gateState(g)
 			assert.Equal(t, 1, readers, "the reader still holds the gate")
@@ -172,7 +149,7 @@ func TestGate(t *testing.T) {
 			require.NoError(t, g.RLock(bg))
 			g.RUnlock()
 			g.RUnlock()
-			require.NoError(t, requireDone(t, gateAsync(bg, g.Lock), "lock of the idle gate"))
+			require.NoError(t, testenv.RequireDone(t, gateAsync(bg, g.Lock), "lock of the idle gate"))
 			g.Unlock()
 		},
 	}, {
@@ -195,9 +172,9 @@ func TestGate(t *testing.T) {
 			require.NoError(t, g.Lock(bg))
 			second := gateAsync(bg, g.Lock)
 			waitGateWriters(t, g, 1)
-			requirePending(t, second, "a second writer got in while the first held the gate")
+			testenv.RequirePending(t, second, "a second writer got in while the first held the gate")
 			g.Unlock()
-			require.NoError(t, requireDone(t, second, "the second lock"))
+			require.NoError(t, testenv.RequireDone(t, second, "the second lock"))
 			g.Unlock()
 		},
 	}} {

@@ -32,29 +32,6 @@ func setUpAsync(ctx context.Context, m *Manager, pod PodNetwork) <-chan error {
 	return done
 }
 
-// requireDone waits for an operation started in a goroutine and returns its
-// error; what names the operation in the failure.
-func requireDone(t *testing.T, done <-chan error, what string) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(testenv.BarrierTimeout):
-		require.FailNow(t, what+" did not return")
-		return nil
-	}
-}
-
-// requirePending fails the test if the operation behind done has returned.
-func requirePending(t *testing.T, done <-chan error, msg string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		require.FailNow(t, msg, "it returned err=%v", err)
-	default:
-	}
-}
-
 // podLockRefs returns how many operations hold or wait for the pod's lock.
 func podLockRefs(m *Manager, id string) int { return m.pods.Refs(id) }
 
@@ -83,10 +60,10 @@ func TestStatusAndReloadDoNotWaitForSlowADD(t *testing.T) {
 	testenv.Within(t, loadBound, "Status", func() { err = m.Status() })
 	require.NoError(t, err)
 	assert.Contains(t, m.Networks(), "late")
-	requirePending(t, done, "ADD finished while the plugin was held; the test proves nothing")
+	testenv.RequirePending(t, done, "ADD finished while the plugin was held; the test proves nothing")
 
 	held.Release(t)
-	require.NoError(t, requireDone(t, done, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, done, "SetUpPod"))
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 }
 
@@ -106,11 +83,11 @@ func TestDifferentPodsRunConcurrently(t *testing.T) {
 	// other.
 	held.WaitEntered(t, 2)
 	for _, done := range dones {
-		requirePending(t, done, "an ADD finished while the plugin was held")
+		testenv.RequirePending(t, done, "an ADD finished while the plugin was held")
 	}
 	held.Release(t)
 	for i, done := range dones {
-		require.NoError(t, requireDone(t, done, "SetUpPod of "+pods[i].Name))
+		require.NoError(t, testenv.RequireDone(t, done, "SetUpPod of "+pods[i].Name))
 	}
 	for _, p := range pods {
 		require.NoError(t, m.TearDownPodWithContext(e.ctx(), p))
@@ -140,12 +117,12 @@ func TestSamePodIsSerializedAndLockWaitRespectsContext(t *testing.T) {
 	go func() { teardown <- m.TearDownPodWithContext(tctx, pod) }()
 	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"the teardown waits for the pod's lock")
-	requirePending(t, teardown, "the teardown returned while the ADD was held")
+	testenv.RequirePending(t, teardown, "the teardown returned while the ADD was held")
 	assert.Empty(t, e.calls("DEL"), "the queued teardown ran no plugin")
 	released := time.Now()
 	held.Release(t)
-	require.NoError(t, requireDone(t, teardown, "TearDownPod"))
-	require.NoError(t, requireDone(t, done, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, teardown, "TearDownPod"))
+	require.NoError(t, testenv.RequireDone(t, done, "SetUpPod"))
 	adds, dels := e.calls("ADD"), e.calls("DEL")
 	require.Len(t, adds, 1)
 	require.Len(t, dels, 1)

@@ -65,7 +65,7 @@ func deadlinePod(t *testing.T, e *itEnv, m *Manager, d deadlineNets) (PodNetwork
 	done := setUpAsync(ctx, m, pod)
 	d.add.WaitEntered(t, 1)
 	ctx.expire()
-	err := requireDone(t, done, "SetUpPod after its deadline")
+	err := testenv.RequireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending, "returned before the rollback finished")
 	var se *SetupError
@@ -151,9 +151,9 @@ func TestTeardownWaitsForBackgroundRollback(t *testing.T) {
 	go func() { teardown <- m.TearDownPodWithContext(ctx, pod) }()
 	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"the teardown waits for the pod's lock, which the rollback holds")
-	requirePending(t, teardown, "the teardown returned while the rollback was held")
+	testenv.RequirePending(t, teardown, "the teardown returned while the rollback was held")
 	d.del.Release(t)
-	require.NoError(t, requireDone(t, teardown, "TearDownPod"))
+	require.NoError(t, testenv.RequireDone(t, teardown, "TearDownPod"))
 	e.assertClean(pod, "good")
 	dels := e.callsFor("DEL", pod.ID)
 	require.GreaterOrEqual(t, len(dels), 2)
@@ -182,9 +182,9 @@ func TestSetupWaitsForBackgroundRollbackWithinItsContext(t *testing.T) {
 	done := setUpAsync(e.ctx(), m, pod)
 	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"the setup waits for the pod's lock, which the rollback holds")
-	requirePending(t, done, "the setup returned while the rollback was held")
+	testenv.RequirePending(t, done, "the setup returned while the rollback was held")
 	d.del.Release(t)
-	require.NoError(t, requireDone(t, done, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, done, "SetUpPod"))
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "good"), 1)
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 	e.assertClean(pod, "good")
@@ -277,9 +277,9 @@ func TestSetupDeadlineAfterFastFailureWithSlowRollback(t *testing.T) {
 	done := setUpAsync(ctx, m, pod)
 
 	del.WaitEntered(t, 1) // the ADD failed and the rollback is held, with the caller's context still live
-	requirePending(t, done, "the setup returned before its deadline while the rollback ran")
+	testenv.RequirePending(t, done, "the setup returned before its deadline while the rollback ran")
 	ctx.expire()
-	err := requireDone(t, done, "SetUpPod at its deadline")
+	err := testenv.RequireDone(t, done, "SetUpPod at its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)
 	requirePluginError(t, err, "failing", "ADD", 11)

@@ -59,7 +59,7 @@ func expireWhileHeld(t *testing.T, e *itEnv, b *testenv.Barrier, ctx *expiringCt
 	b.WaitEntered(t, 1)
 	plugin := heldCall(t, e, verb, network).PID
 	ctx.expire()
-	err := requireDone(t, done, what+" after its deadline")
+	err := testenv.RequireDone(t, done, what+" after its deadline")
 	requireHeldWhenReturned(t, b)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	testenv.RequireGone(t, plugin, "the held "+verb+" plugin")
@@ -193,7 +193,7 @@ func TestTeardownLockWaitReturnsAtDeadline(t *testing.T) {
 	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"the teardown waits for the pod's lock, which the setup holds")
 	ctx.expire()
-	err := requireDone(t, teardown, "TearDownPod waiting for the pod's lock after its deadline")
+	err := testenv.RequireDone(t, teardown, "TearDownPod waiting for the pod's lock after its deadline")
 	requireHeldWhenReturned(t, add)
 
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -201,10 +201,10 @@ func TestTeardownLockWaitReturnsAtDeadline(t *testing.T) {
 	assert.NotErrorAs(t, err, &te, "no DEL ran")
 	assert.Empty(t, e.calls("DEL"), "the teardown ran no plugin")
 	assert.Equal(t, 1, podLockRefs(m, pod.ID), "the teardown left the lock's queue; the setup still holds it")
-	requirePending(t, setup, "the setup returned while its ADD was held")
+	testenv.RequirePending(t, setup, "the setup returned while its ADD was held")
 
 	add.Release(t)
-	require.NoError(t, requireDone(t, setup, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, setup, "SetUpPod"))
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "slow"), 1)
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 	e.assertClean(pod, "slow")

@@ -97,19 +97,19 @@ func TestGCDoesNotStallPodsAndSparesSetupInFlight(t *testing.T) {
 	e.setUp(other)
 	other.Networks = nil
 	require.NoError(t, m.TearDownPodWithContext(ctx, other))
-	requirePending(t, gc, "GC returned while its DEL was held; the test proves nothing")
-	requirePending(t, setup, "the held ADD returned")
+	testenv.RequirePending(t, gc, "GC returned while its DEL was held; the test proves nothing")
+	testenv.RequirePending(t, setup, "the held ADD returned")
 
 	// Once its DEL is done, GC waits for the held setup before any GC verb.
 	delHeld.Release(t)
 	require.Eventually(t, func() bool { return gateWriters(m) == 1 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"GC waits for the gate")
 	assert.Empty(t, e.calls("GC"), "no GC verb while a setup is in flight")
-	requirePending(t, gc, "GC returned while a setup was in flight")
+	testenv.RequirePending(t, gc, "GC returned while a setup was in flight")
 	released := time.Now()
 	addHeld.Release(t)
-	require.NoError(t, requireDone(t, setup, "SetUpPod"))
-	require.NoError(t, requireDone(t, gc, "GC"))
+	require.NoError(t, testenv.RequireDone(t, setup, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 
 	gcs := e.calls("GC")
 	require.Len(t, gcs, 3, "one GC verb per 1.1.0 network")
@@ -152,7 +152,7 @@ func TestGCSparesSandboxSetUpWhileItRuns(t *testing.T) {
 	require.Equal(t, []string{first.ID}, enteredIDs(t, del), "the worker is busy with the cached stale container first")
 	ip := resultIPs(t, e.setUp(retried)[0])
 	del.Release(t)
-	require.NoError(t, requireDone(t, gc, "GC"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 
 	assert.Empty(t, e.callsFor("DEL", retried.ID), "GC did not delete the sandbox set up while it ran")
 	assert.Equal(t, ip, testenv.AddrsIn(t, retried.NetNS, "eth0"))
@@ -189,7 +189,7 @@ func TestGCDeletesWhatForgetPodCacheRecordedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, removed, 1)
 	del.Release(t)
-	require.NoError(t, requireDone(t, gc, "GC"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 
 	assert.Equal(t, []string{"neta"}, e.networksFor("DEL", forgotten.ID))
 	e.assertDetached(first)
@@ -236,10 +236,10 @@ func TestGCAndTeardownOfStaleContainer(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 				"the second waits for the container's lock")
-			requirePending(t, second, "the second returned while the first held the container")
+			testenv.RequirePending(t, second, "the second returned while the first held the container")
 			del.Release(t)
-			require.NoError(t, requireDone(t, first, "the first"))
-			require.NoError(t, requireDone(t, second, "the second"))
+			require.NoError(t, testenv.RequireDone(t, first, "the first"))
+			require.NoError(t, testenv.RequireDone(t, second, "the second"))
 
 			assert.Len(t, e.callsFor("DEL", pod.ID), tc.wantCalls)
 			e.assertClean(pod, "neta")
@@ -319,7 +319,7 @@ func TestGCDeletesStaleContainersInParallel(t *testing.T) {
 	assert.Len(t, entered, workers, "no more DELs than workers at once")
 	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(entered))), workers, "each from another container: %v", entered)
 	del.Release(t)
-	require.NoError(t, requireDone(t, gc, "GC"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 
 	mu.Lock()
 	defer mu.Unlock()

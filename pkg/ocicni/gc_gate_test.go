@@ -70,19 +70,19 @@ func TestGCWaitingForGateHoldsBackNoPod(t *testing.T) {
 
 			y := e.pod("y")
 			y.Networks = []NetAttachment{{Name: tc.yNet}}
-			require.NoError(t, requireDone(t, setUpAsync(ctx, m, y), "Y's setup while X is held and GC waits"))
+			require.NoError(t, testenv.RequireDone(t, setUpAsync(ctx, m, y), "Y's setup while X is held and GC waits"))
 			ipY := testenv.AddrsIn(t, y.NetNS, "eth0")
 			require.Len(t, ipY, 1)
-			requirePending(t, setupX, "X's setup returned while its rollback DEL was held")
-			requirePending(t, gc, "GC returned while X held the gate")
+			testenv.RequirePending(t, setupX, "X's setup returned while its rollback DEL was held")
+			testenv.RequirePending(t, gc, "GC returned while X held the gate")
 			assert.Empty(t, e.calls("GC"), "no GC verb while X's rollback is in flight")
 
 			released := time.Now()
 			rollbackHeld.Release(t)
 			var se *SetupError
-			require.ErrorAs(t, requireDone(t, setupX, "X's setup"), &se)
+			require.ErrorAs(t, testenv.RequireDone(t, setupX, "X's setup"), &se)
 			assert.Nil(t, se.Rollback, "X's rollback succeeded")
-			require.NoError(t, requireDone(t, gc, "GC"))
+			require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 
 			gcs := e.calls("GC")
 			require.ElementsMatch(t, []string{"neta", "netb"}, e.callNetworks("GC"), "one GC verb per 1.1.0 network")
@@ -131,7 +131,7 @@ func TestGCSkipsVerbsWhenItsDeadlinePassesWaitingForGate(t *testing.T) {
 	gc := gcAsync(gcCtx, m, []*PodNetwork{&held})
 	waitGCForGate(t, m)
 	gcCtx.expire()
-	err := requireDone(t, gc, "GC after its deadline")
+	err := testenv.RequireDone(t, gc, "GC after its deadline")
 	require.ErrorIs(t, err, ErrGCVerbsSkipped)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	byNet := gcVerbErrors(t, err)
@@ -142,10 +142,10 @@ func TestGCSkipsVerbsWhenItsDeadlinePassesWaitingForGate(t *testing.T) {
 	}
 	assert.Empty(t, e.calls("GC"), "no GC verb was sent")
 	assert.Zero(t, gateWriters(m), "GC no longer waits for the gate")
-	requirePending(t, setup, "the held setup returned")
+	testenv.RequirePending(t, setup, "the held setup returned")
 
 	addHeld.Release(t)
-	require.NoError(t, requireDone(t, setup, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, setup, "SetUpPod"))
 	held.Networks = nil
 	require.NoError(t, m.GC(ctx, []*PodNetwork{&held}), "the next GC sends the verbs")
 	assert.ElementsMatch(t, []string{"neta", "netb"}, e.callNetworks("GC"))
@@ -174,7 +174,7 @@ func TestGCVerbsRunExclusiveWithinDeadline(t *testing.T) {
 	assert.True(t, writer, "GC holds the gate exclusively while a plugin collects")
 	assert.Zero(t, readers)
 	gcCtx.expire()
-	err := requireDone(t, gc, "GC after its deadline, with a GC verb held")
+	err := testenv.RequireDone(t, gc, "GC after its deadline, with a GC verb held")
 	byNet := gcVerbErrors(t, err)
 	require.Len(t, byNet, 2, "%v", err)
 	require.ErrorIs(t, byNet["neta"], context.DeadlineExceeded, "neta's verb was cut short")

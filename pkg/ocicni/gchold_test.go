@@ -135,7 +135,7 @@ func TestGCHoldStopsDELs(t *testing.T) {
 	assert.Zero(t, dels, "no DEL runs while GC is held")
 	mu.Unlock()
 	h.release()
-	require.NoError(t, requireDone(t, gc, "GC"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 	for _, p := range pods {
 		e.assertDetached(p)
 	}

@@ -116,8 +116,8 @@ func TestGCGivesWayToSetupInFlight(t *testing.T) {
 	}
 
 	addHeld.Release(t)
-	require.NoError(t, requireDone(t, setup, "SetUpPod"))
-	require.NoError(t, requireDone(t, gc, "GC"))
+	require.NoError(t, testenv.RequireDone(t, setup, "SetUpPod"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
 	for _, p := range pods {
 		e.assertDetached(p)
 	}

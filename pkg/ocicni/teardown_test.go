@@ -210,7 +210,7 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 	done := setUpAsync(ctx, m, pod)
 	held.WaitEntered(t, 1)
 	ctx.expire()
-	err := requireDone(t, done, "SetUpPod after its deadline")
+	err := testenv.RequireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)
 	m.rollbacks.Wait()

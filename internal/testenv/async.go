@@ -63,3 +63,28 @@ func RequireReturns(tb testing.TB, done <-chan error) error {
 		return nil
 	}
 }
+
+// RequireDone waits, up to [BarrierTimeout], for an operation started in
+// a goroutine and returns its error; what names the operation in the
+// failure.
+func RequireDone(tb testing.TB, done <-chan error, what string) error {
+	tb.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(BarrierTimeout):
+		require.FailNow(tb, what+" did not return")
+		return nil
+	}
+}
+
+// RequirePending fails the test if the operation behind done has
+// returned.
+func RequirePending(tb testing.TB, done <-chan error, msg string) {
+	tb.Helper()
+	select {
+	case err := <-done:
+		require.FailNow(tb, msg, "it returned err=%v", err)
+	default:
+	}
+}
