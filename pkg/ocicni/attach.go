@@ -126,13 +126,13 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 }
 
 // prepareSetup brings up lo in the pod's netns and then records the
-// attachments (see [Manager.recordSetup]): what must be done before any
+// attachments (see [store.recordSetup]): what must be done before any
 // plugin receives an ADD config. It returns the record.
 func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
 	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
-	order, err := m.recordSetup(pod, plans, log)
+	order, err := m.store.recordSetup(pod, plans, log)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
 	}
@@ -186,7 +186,7 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 // rollback deletes, in reverse order and best effort, the attachments of a
 // failed setup (plans), including the one whose ADD failed. It runs under
 // its own timeout even when ctx has ended, and settles the order record
-// (see [Manager.settle]): of the attachments the setup recorded, it keeps
+// (see [store.settle]): of the attachments the setup recorded, it keeps
 // exactly those whose DEL failed, for retries, teardown and GC, and drops
 // those never added (untried). It returns the failures, nil when every DEL
 // succeeded.
@@ -202,7 +202,7 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried 
 	for i, p := range untried {
 		never[i] = p.NetAttachment
 	}
-	m.settle(pod.ID, recorded, nil, never, reversed, outcomes, log)
+	m.store.settle(pod.ID, recorded, nil, never, reversed, outcomes, log)
 	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		return nil
 	}

@@ -151,12 +151,12 @@ func gcTargets(set *networkSet) []string {
 }
 
 // protectSetups adds to the valid attachments everything of the sandboxes
-// whose setup overlapped GC (see [Manager.setupInventory]). The caller
+// whose setup overlapped GC (see [store.setupInventory]). The caller
 // holds the gate exclusively, so no setup is in flight.
 func (m *Manager) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
 	seen := watch.attachments()
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
-		g.valid.addAll(id, m.setupInventory(id, g.byID[id], g.recs.byID[id], seen[id], set))
+		g.valid.addAll(id, m.store.setupInventory(id, g.byID[id], g.recs.byID[id], seen[id], set))
 	}
 }
 

@@ -84,9 +84,9 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
-	m.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
+	m.store.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
 	if sc.strays && recorded == nil && rerr == nil && len(errs) == 0 {
-		m.removeStrays(sc.id, clog)
+		m.store.removeStrays(sc.id, clog)
 	}
 	return outcomes, errs
 }

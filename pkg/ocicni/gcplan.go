@@ -74,7 +74,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	// before its cache entry, so a half-written entry's record is seen.
 	listing, lerr := m.cache.List()
 	var errs []error
-	recs, err := m.scanRecords()
+	recs, err := m.store.scanRecords()
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // This file is the inventory seen from outside: the read-only view that
 // [Manager.Inventory] and [Manager.Inventories] return, built from what
-// [Manager.readInventory] and [Manager.readInventories] read, and
+// [store.readInventory] and [store.readInventories] read, and
 // [guessCorrupt], which names corrupt files for GC and for the view alike.
 // It takes no lock and runs no plugin.
 
@@ -86,7 +86,7 @@ func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
 	if err := checkContainerID(id); err != nil {
 		return nil, err
 	}
-	inv := m.readInventory(id, m.snapshot())
+	inv := m.store.readInventory(id, m.snapshot())
 	if inv.listErr != nil {
 		return nil, inv.listErr
 	}
@@ -105,7 +105,7 @@ func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
 // and runs no plugin. The error is for a results or records directory
 // that cannot be listed.
 func (m *Manager) Inventories() (inventories []*SandboxInventory, unowned []*cache.EntryError, err error) {
-	invs, unowned, guessed, err := m.readInventories(m.snapshot())
+	invs, unowned, guessed, err := m.store.readInventories(m.snapshot())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,6 +13,19 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
+// store is the engine's door to what the cache dir knows of sandboxes,
+// and it has two halves: this file reads and merges a sandbox's cache
+// entries, order record and saved configs into its inventory, and
+// record.go alone writes and lists order records. Nothing else reads a
+// cache entry or writes a record. It needs nothing of the manager but the
+// cache, the heal policy, and the healer's schedule for the retries a
+// record leaves pending.
+type store struct {
+	cache    *cache.Cache
+	heal     HealPolicy
+	schedule func(id string, at time.Time) // the healer's
+}
+
 // slot is one attachment of a sandbox, with everything known of it.
 type slot struct {
 	NetAttachment
@@ -97,21 +110,21 @@ func (f cacheFile) names() (network, ifname string) {
 // takeInventory reads what is known of sandbox id's attachments. With
 // requested attachments it holds exactly those, in the order given;
 // otherwise every attachment that the cache or the order record knows of
-// (see [Manager.readInventory]), logged as [logInventory] says.
-func (m *Manager) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
+// (see [store.readInventory]), logged as [logInventory] says.
+func (st *store) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
 	if len(requested) == 0 {
-		inv := m.readInventory(id, set)
+		inv := st.readInventory(id, set)
 		logInventory(inv, log)
 		return inv
 	}
-	record, rerr := m.cache.ReadOrder(id)
+	record, rerr := st.cache.ReadOrder(id)
 	inv := &inventory{id: id, record: record, recordErr: rerr}
 	for _, a := range requested {
 		s := &slot{NetAttachment: a, rec: findLine(record, a.Name, a.Ifname)}
 		// Without a readable entry the saved or loaded config DELs; libcni
 		// must then not read a corrupt file (it may be a FIFO, or huge), so
 		// its path is kept. Any other read error means there is no entry.
-		e, err := m.cache.Get(a.Name, id, a.Ifname)
+		e, err := st.cache.Get(a.Name, id, a.Ifname)
 		var ee *cache.EntryError
 		switch {
 		case err == nil:
@@ -127,9 +140,9 @@ func (m *Manager) takeInventory(id string, requested []NetAttachment, set *netwo
 // readInventory reads what the cache files named for sandbox id
 // ([cache.Cache.ForContainer]) and its order record know of it (see
 // [mergeInventory]). A listing failure is in listErr, and a failure.
-func (m *Manager) readInventory(id string, set *networkSet) *inventory {
-	record, rerr := m.cache.ReadOrder(id)
-	listing, err := m.cache.ForContainer(id)
+func (st *store) readInventory(id string, set *networkSet) *inventory {
+	record, rerr := st.cache.ReadOrder(id)
+	listing, err := st.cache.ForContainer(id)
 	inv := mergeInventory(id, record, rerr, listing.Entries, listing.Corrupt, set)
 	if err != nil {
 		inv.listErr = err
@@ -140,18 +153,18 @@ func (m *Manager) readInventory(id string, set *networkSet) *inventory {
 
 // readInventories reads the inventory of every sandbox that the cache or
 // the order records know of, sorted by container ID, from one listing of
-// the results directory and one [Manager.scanRecords], read in that order
+// the results directory and one [store.scanRecords], read in that order
 // as GC reads them. Corrupt files are named by [guessCorrupt]; guessed
 // holds the copies whose names were guessed, and unowned the files that
 // name no container even then.
-func (m *Manager) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
+func (st *store) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
 	guessed map[*cache.EntryError]bool, err error,
 ) {
-	listing, err := m.cache.List()
+	listing, err := st.cache.List()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	recs, err := m.scanRecords()
+	recs, err := st.scanRecords()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -352,10 +365,10 @@ func (s *slot) libcniMayRead(cniVersion string) (bool, error) {
 // order record read again), with what planning read of the record
 // (planned) and what the setup asked for. An unreadable record leaves
 // the other two.
-func (m *Manager) setupInventory(id string, entries []*cache.Entry, planned []cache.Attachment, asked []NetAttachment,
+func (st *store) setupInventory(id string, entries []*cache.Entry, planned []cache.Attachment, asked []NetAttachment,
 	set *networkSet,
 ) *inventory {
-	recorded, err := m.cache.ReadOrder(id)
+	recorded, err := st.cache.ReadOrder(id)
 	inv := mergeInventory(id, recorded, err, entries, nil, set)
 	inv.include(recordAttachments(planned))
 	inv.include(asked)
@@ -364,8 +377,8 @@ func (m *Manager) setupInventory(id string, entries []*cache.Entry, planned []ca
 
 // hasCacheFiles reports whether any cache file of sandbox id is left,
 // readable or corrupt.
-func (m *Manager) hasCacheFiles(id string) (bool, error) {
-	left, err := m.cache.ForContainer(id)
+func (st *store) hasCacheFiles(id string) (bool, error) {
+	left, err := st.cache.ForContainer(id)
 	return len(left.Entries) > 0 || len(left.Corrupt) > 0, err
 }
 

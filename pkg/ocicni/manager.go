@@ -25,6 +25,7 @@ type Manager struct {
 	exec  invoke.Exec
 	cni   *cniRunner
 	cache *cache.Cache
+	store *store // the inventory and the records: see inventory.go
 
 	// Lock order: see the package doc, Locking. gate is the GC gate (held
 	// shared by pod operations and GC's DELs, exclusively only for the GC
@@ -92,6 +93,7 @@ func New(opts ...Option) (*Manager, error) {
 	m.conf = conf
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.healer = newHealer(o.heal, m.log, m.retryDELs)
+	m.store = &store{cache: m.cache, heal: o.heal, schedule: m.healer.schedule}
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
 	if err := m.cache.IndexResults(); err != nil {
@@ -101,7 +103,7 @@ func New(opts ...Option) (*Manager, error) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.healer.run(m.ctx, m.pendingRetries())
+			m.healer.run(m.ctx, m.store.pendingRetries(m.log))
 		}()
 	}
 	return m, nil

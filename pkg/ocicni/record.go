@@ -12,7 +12,7 @@ import (
 // This file is the one door to the attachment order records (see the
 // package doc, "Cache layout"): it alone writes, removes and lists them.
 // Every writer computes the next record with [nextRecord] and writes it
-// with [Manager.writeRecord]; every listing is [Manager.scanRecords].
+// with [store.writeRecord]; every listing is [store.scanRecords].
 
 // maxLastErrorLen bounds the error message a record keeps for operators.
 const maxLastErrorLen = 1024
@@ -141,21 +141,21 @@ func markFailed(a *cache.Attachment, o Outcome, pol HealPolicy, now time.Time, l
 // old: an empty one is removed. The saved configs that old uses and next
 // does not are released (a failure is logged: GC removes them), and a
 // pending retry in next is scheduled.
-func (m *Manager) writeRecord(id string, old, next []cache.Attachment, log *logrus.Entry) error {
+func (st *store) writeRecord(id string, old, next []cache.Attachment, log *logrus.Entry) error {
 	var err error
 	if len(next) == 0 {
-		err = m.cache.RemoveOrder(id)
+		err = st.cache.RemoveOrder(id)
 	} else {
-		err = m.cache.WriteOrder(id, next)
+		err = st.cache.WriteOrder(id, next)
 	}
 	if err != nil {
 		return err
 	}
-	if err := m.cache.ReleaseConfigs(id, unusedConfigs(old, next)...); err != nil {
+	if err := st.cache.ReleaseConfigs(id, unusedConfigs(old, next)...); err != nil {
 		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
 	}
 	if due, ok := earliestHeal(next); ok {
-		m.healer.schedule(id, due)
+		st.schedule(id, due)
 	}
 	return nil
 }
@@ -164,18 +164,18 @@ func (m *Manager) writeRecord(id string, old, next []cache.Attachment, log *logr
 // order record, both durably, before any ADD runs, so that whatever a
 // crash or a power loss interrupts can still be deleted. It returns the
 // record (see [recordChange.added]). An unreadable record is replaced.
-func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
+func (st *store) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
 	added := make([]cache.Attachment, 0, len(plans))
 	for _, p := range plans {
-		digest, err := m.cache.SaveConfig(pod.ID, p.list.Bytes)
+		digest, err := st.cache.SaveConfig(pod.ID, p.list.Bytes)
 		if err != nil {
 			return nil, err
 		}
 		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: digest})
 	}
-	old, _ := m.cache.ReadOrder(pod.ID) // an unreadable record is replaced
-	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, m.opts.heal, time.Now(), log)
-	if err := m.writeRecord(pod.ID, old, next, log); err != nil {
+	old, _ := st.cache.ReadOrder(pod.ID) // an unreadable record is replaced
+	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, st.heal, time.Now(), log)
+	if err := st.writeRecord(pod.ID, old, next, log); err != nil {
 		return nil, err
 	}
 	return next, nil
@@ -184,17 +184,17 @@ func (m *Manager) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry)
 // recordForgotten adds lines to the sandbox's order record, as read into
 // inv, before its cache files are dropped; an unreadable record is
 // replaced.
-func (m *Manager) recordForgotten(id string, inv *inventory, lines []cache.Attachment, log *logrus.Entry) error {
+func (st *store) recordForgotten(id string, inv *inventory, lines []cache.Attachment, log *logrus.Entry) error {
 	old := inv.record
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
 		old = nil
 	}
-	next, changed := nextRecord(id, old, recordChange{forgotten: lines}, m.opts.heal, time.Now(), log)
+	next, changed := nextRecord(id, old, recordChange{forgotten: lines}, st.heal, time.Now(), log)
 	if inv.recordErr == nil && !changed {
 		return nil
 	}
-	return m.writeRecord(id, old, next, log)
+	return st.writeRecord(id, old, next, log)
 }
 
 // settle writes sandbox id's order record after DELs (a teardown, a
@@ -207,24 +207,24 @@ func (m *Manager) recordForgotten(id string, inv *inventory, lines []cache.Attac
 // replaced by the failed attachments otherwise. Failures to write are
 // logged: the record then stays as it was, which costs at most a
 // harmless repeated DEL.
-func (m *Manager) settle(id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
+func (st *store) settle(id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
 	outcomes []Outcome, log *logrus.Entry,
 ) {
 	change := recordChange{never: never, outcomes: outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
-		return m.lineFor(plans, o, log)
+		return st.lineFor(plans, o, log)
 	}}
-	next, changed := nextRecord(id, recorded, change, m.opts.heal, time.Now(), log)
+	next, changed := nextRecord(id, recorded, change, st.heal, time.Now(), log)
 	if rerr == nil && !changed {
 		return
 	}
-	if err := m.writeRecord(id, recorded, next, log); err != nil {
+	if err := st.writeRecord(id, recorded, next, log); err != nil {
 		log.WithError(err).Warn("Cannot update attachment order record")
 	}
 }
 
 // lineFor builds the record line of a failed attachment that only its
 // cache entry knew, saving the config its DEL ran with.
-func (m *Manager) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Attachment, bool) {
+func (st *store) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Attachment, bool) {
 	line := cache.Attachment{Network: o.Network, IfName: o.IfName}
 	i := slices.IndexFunc(plans, func(p *plan) bool { return p.Name == o.Network && p.Ifname == o.IfName })
 	if i < 0 || plans[i].list == nil {
@@ -234,7 +234,7 @@ func (m *Manager) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.At
 	if p.rt != nil {
 		line.NetNS = p.rt.NetNS
 	}
-	digest, err := m.cache.SaveConfig(p.id, p.list.Bytes)
+	digest, err := st.cache.SaveConfig(p.id, p.list.Bytes)
 	if err != nil {
 		planLog(log, p, "DEL").WithError(err).Warn("Cannot save the config of a failed attachment")
 	} else {
@@ -245,14 +245,14 @@ func (m *Manager) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.At
 
 // pruneStaleRecord updates the order record of a stale container after
 // GC's DELs, from the record as read under the container's lock (see
-// [Manager.settle]). An unreadable record goes once no cache entry of the
+// [store.settle]). An unreadable record goes once no cache entry of the
 // container is left, readable or corrupt.
-func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
+func (st *store) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
 	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
-		m.settle(id, recorded, rerr, nil, plans, outcomes, log)
+		st.settle(id, recorded, rerr, nil, plans, outcomes, log)
 		return
 	}
-	left, err := m.hasCacheFiles(id)
+	left, err := st.hasCacheFiles(id)
 	if err != nil {
 		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")
 		return
@@ -261,7 +261,7 @@ func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr 
 		return
 	}
 	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
-	if err := m.cache.RemoveOrder(id); err != nil {
+	if err := st.cache.RemoveOrder(id); err != nil {
 		log.WithError(err).Warn("Cannot remove attachment order record")
 	}
 }
@@ -270,8 +270,8 @@ func (m *Manager) pruneStaleRecord(id string, recorded []cache.Attachment, rerr 
 // have left for sandbox id: links to saved configs and a temporary record
 // (see [cache.Cache.RemoveStrays]). The caller holds the sandbox's lock
 // and found no record. A failure is logged: GC removes the strays later.
-func (m *Manager) removeStrays(id string, log *logrus.Entry) {
-	if err := m.cache.RemoveStrays(id); err != nil {
+func (st *store) removeStrays(id string, log *logrus.Entry) {
+	if err := st.cache.RemoveStrays(id); err != nil {
 		log.WithError(err).Warn("Cannot remove the saved-config links of a sandbox without an attachment order record")
 	}
 }
@@ -291,15 +291,15 @@ type records struct {
 // [Manager.PendingTeardowns], the healer's resume at start, and GC. A
 // listing failure is returned; unreadable records are kept in corrupt. A
 // record removed since the listing is skipped.
-func (m *Manager) scanRecords() (*records, error) {
+func (st *store) scanRecords() (*records, error) {
 	recs := &records{byID: map[string][]cache.Attachment{}, corrupt: map[string]error{}}
-	ids, saved, err := m.cache.ListOrdersAndConfigs()
+	ids, saved, err := st.cache.ListOrdersAndConfigs()
 	if err != nil {
 		return recs, err
 	}
 	recs.saved = saved
 	for _, id := range ids {
-		atts, err := m.cache.ReadOrder(id)
+		atts, err := st.cache.ReadOrder(id)
 		switch {
 		case err != nil:
 			recs.corrupt[id] = err
@@ -334,8 +334,10 @@ type PendingTeardown struct {
 // attachment whose DEL failed and has not succeeded since, sorted by
 // container and ADD order. It reads the records of every manager that
 // shares the cache dir.
-func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) {
-	recs, err := m.scanRecords()
+func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) { return m.store.pendingTeardowns() }
+
+func (st *store) pendingTeardowns() ([]PendingTeardown, error) {
+	recs, err := st.scanRecords()
 	if err != nil {
 		return nil, err
 	}
@@ -366,10 +368,10 @@ func pendingOf(id string, a cache.Attachment) (PendingTeardown, bool) {
 // pendingRetries returns, by sandbox, when the first pending DEL retry
 // recorded in the order records is due: what the healer resumes at start.
 // Unreadable records are left to GC, which reports them.
-func (m *Manager) pendingRetries() map[string]time.Time {
-	recs, err := m.scanRecords()
+func (st *store) pendingRetries(log *logrus.Entry) map[string]time.Time {
+	recs, err := st.scanRecords()
 	if err != nil {
-		m.log.WithError(err).Warn("Cannot list attachment order records; pending DEL retries resume at the next teardown or GC")
+		log.WithError(err).Warn("Cannot list attachment order records; pending DEL retries resume at the next teardown or GC")
 		return nil
 	}
 	out := map[string]time.Time{}

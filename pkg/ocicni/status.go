@@ -81,7 +81,7 @@ func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entr
 		}
 		requested = atts
 	}
-	inv := m.takeInventory(pod.ID, requested, set, log)
+	inv := m.store.takeInventory(pod.ID, requested, set, log)
 	if requested != nil {
 		return inv.slots, nil
 	}

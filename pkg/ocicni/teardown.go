@@ -53,9 +53,9 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	}
 	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
 	err = m.teardownResult(&pod, outcomes, log)
-	m.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
+	m.store.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
 	if inv.record == nil && inv.recordErr == nil && !slices.ContainsFunc(outcomes, Outcome.Failure) {
-		m.removeStrays(pod.ID, log) // a setup killed before it wrote the record
+		m.store.removeStrays(pod.ID, log) // a setup killed before it wrote the record
 	}
 	if err == nil {
 		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
@@ -79,7 +79,7 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 		slices.Reverse(atts)
 		requested = atts
 	}
-	inv := m.takeInventory(pod.ID, requested, set, log)
+	inv := m.store.takeInventory(pod.ID, requested, set, log)
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Cannot read attachment order; using the fallback order")
 	}
@@ -252,7 +252,7 @@ func (m *Manager) retryDELs(ctx context.Context, id string) {
 	defer unlock()
 	log := m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
 	set := m.snapshot()
-	inv := m.takeInventory(id, nil, set, log)
+	inv := m.store.takeInventory(id, nil, set, log)
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
 		return
@@ -283,7 +283,7 @@ func (m *Manager) retryDELs(ctx context.Context, id string) {
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	m.settle(id, inv.record, nil, nil, plans, outcomes, log)
+	m.store.settle(id, inv.record, nil, nil, plans, outcomes, log)
 }
 
 // sortSlotsForTeardown orders slots for DEL: those missing from the
