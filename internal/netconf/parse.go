@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
@@ -58,7 +59,9 @@ func parseConfig(file string, data []byte, conflist bool, subRoot string) *parse
 		pf.err = &ConfigError{File: file, Network: network, Err: err}
 		return pf
 	}
-	list, err := parseBytes(data, conflist)
+	list, err := guard.Value("libcni config parsing", file, func() (*libcni.NetworkConfigList, error) {
+		return parseBytes(data, conflist)
+	})
 	if err != nil {
 		return fail(peekName(data), err)
 	}

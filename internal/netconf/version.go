@@ -11,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 )
 
 const (
@@ -108,7 +109,9 @@ func (c *versionCache) call(e *versionEntry) {
 	defer c.running.Done()
 	c.slots <- struct{}{}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	info, err := invoke.GetVersionInfo(ctx, e.path, c.exec)
+	info, err := guard.Value("libcni VERSION", "", func() (version.PluginInfo, error) {
+		return invoke.GetVersionInfo(ctx, e.path, c.exec)
+	})
 	cancel()
 	<-c.slots
 	if err != nil {
