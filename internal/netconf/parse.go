@@ -62,6 +62,9 @@ func parseConfig(file string, data []byte, conflist bool, subRoot string) *parse
 	list, err := guard.Value("libcni config parsing", file, func() (*libcni.NetworkConfigList, error) {
 		return parseBytes(data, conflist)
 	})
+	if errors.Is(err, guard.ErrPanic) {
+		err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	if err != nil {
 		return fail(peekName(data), err)
 	}
