@@ -197,6 +197,17 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried 
 	defer cancel()
 	reversed := slices.Clone(plans)
 	slices.Reverse(reversed)
+	// The DELs run with the configs and runtime configs the ADDs ran
+	// with; what each may do with the cache entry its ADD left is the
+	// inventory's to say.
+	atts := make([]NetAttachment, len(reversed))
+	for i, p := range reversed {
+		atts[i] = p.NetAttachment
+	}
+	inv := m.store.takeInventory(pod.ID, atts, m.snapshot(), log)
+	for _, p := range reversed {
+		inv.slotFor(p.NetAttachment).applyCacheRule(p, func() *logrus.Entry { return planLog(log, p, "DEL") })
+	}
 	outcomes := m.deleteAll(rctx, reversed, log, reasonRollback)
 	never := make([]NetAttachment, len(untried))
 	for i, p := range untried {

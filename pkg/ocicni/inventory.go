@@ -346,6 +346,21 @@ func (inv *inventory) forStatus() []*slot {
 	return out
 }
 
+// applyCacheRule sets what p, a plan of the slot's attachment with its
+// config list, may do with the cache: p.file is the slot's cache file,
+// and p.useCache says whether libcni may read it (see
+// [slot.libcniMayRead]). Every plan that runs DEL or CHECK gets its
+// cache rule here, so that libcni reads no entry the inventory did not
+// accept. An accepted entry whose result libcni cannot use is logged.
+func (s *slot) applyCacheRule(p *plan, plog func() *logrus.Entry) {
+	p.file = s.file()
+	ok, err := s.libcniMayRead(p.list.CNIVersion)
+	if err != nil {
+		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
+	}
+	p.useCache = ok
+}
+
 // libcniMayRead reports whether libcni may read the slot's cache entry,
 // as prevResult and to remove it, for a list at cniVersion: only an entry
 // the inventory accepted, whose result libcni can decode. The error says

@@ -50,7 +50,7 @@ type plan struct {
 // ones stored in the cache entry and the record; stored paths are used
 // only if they pass [usableStoredNetNS]. It never modifies pod.
 func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
-	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk(), file: s.file()}
+	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk()}
 	if s.corrupt != nil {
 		p.corrupt = s.corrupt
 	}
@@ -93,11 +93,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		}
 		p.list, p.rt, p.policy = list, rt, policy
 	}
-	ok, err := s.libcniMayRead(p.list.CNIVersion)
-	if err != nil {
-		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
-	}
-	p.useCache = ok
+	s.applyCacheRule(p, plog)
 	return p, nil
 }
 

@@ -193,8 +193,29 @@ func TestSetupRollback(t *testing.T) {
 	requirePluginError(t, err, "bad", "ADD", 7)
 
 	assert.Equal(t, []string{"bad", "good"}, e.callNetworks("DEL"), "DEL ran for the failed network too, then the earlier one")
+	dels := e.calls("DEL")
+	assert.Nil(t, dels[0].PrevResult(), "the failed ADD cached no result")
+	assert.NotNil(t, dels[1].PrevResult(), "the rollback's DEL of an attachment that was added gets its cached result, as a teardown's does")
 	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
 	e.assertClean(pod, "good")
+}
+
+// A teardown's DEL gets the result cached at ADD as prevResult, and libcni
+// then removes the entry.
+func TestTeardownPassesCachedResult(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	e.recordedBridge("net", nil)
+	m := e.start()
+	pod := e.pod("p")
+	e.setUp(pod)
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS}))
+	dels := e.calls("DEL")
+	require.Len(t, dels, 1)
+	prev := dels[0].PrevResult()
+	require.NotNil(t, prev, "DEL got the cached result")
+	assert.NotEmpty(t, prev["ips"], "the cached result is the ADD's, with its IP")
+	e.assertClean(pod, "net")
 }
 
 func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
