@@ -25,7 +25,7 @@ const hostileResult = `{"cniVersion":"0.4.0","ips":[null]}`
 // rewriteEntry rewrites the pod's cache entry of network as another libcni
 // user or a hand edit can leave it: its containerId no longer matches its
 // file name, and its result is hostileResult.
-func (e *itEnv) rewriteEntry(network string, pod PodNetwork) string {
+func (e *itEnv) rewriteEntry(network string, pod PodNetwork) {
 	e.t.Helper()
 	path := filepath.Join(e.cacheDir, "results", e.cacheName(network, pod, "eth0"))
 	raw, err := os.ReadFile(path)
@@ -37,7 +37,6 @@ func (e *itEnv) rewriteEntry(network string, pod PodNetwork) string {
 	raw, err = json.Marshal(entry)
 	require.NoError(e.t, err)
 	require.NoError(e.t, os.WriteFile(path, raw, 0o600))
-	return path
 }
 
 // The reported crash loop: a DEL fails with code 11, so a retry is
@@ -46,14 +45,17 @@ func (e *itEnv) rewriteEntry(network string, pod PodNetwork) string {
 // in this process or resumed by a new manager at start, must neither
 // crash the process nor let libcni read the entry: it runs DEL without
 // the cached result, keeps the entry until DEL succeeds, and then nothing
-// of the pod is left.
+// of the pod is left. The control leaves the entry intact: its retry gets
+// the cached result.
 func TestHealRetryMeetsRewrittenEntry(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		restart bool // the retry is resumed by a new manager at start
+		intact  bool // the control: the entry is left as the ADD wrote it
 	}{
 		{name: "same process"},
 		{name: "resumed at start", restart: true},
+		{name: "entry intact", intact: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -70,7 +72,10 @@ func TestHealRetryMeetsRewrittenEntry(t *testing.T) {
 
 			err := m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID, NetNS: pod.NetNS})
 			assert.Equal(t, RetryLater, onlyFailure(t, err, "flaky").Class)
-			path := e.rewriteEntry("flaky", pod)
+			path := filepath.Join(e.cacheDir, "results", e.cacheName("flaky", pod, "eth0"))
+			if !tc.intact {
+				e.rewriteEntry("flaky", pod)
+			}
 			if tc.restart {
 				require.NoError(t, m.Shutdown())
 			}
@@ -84,7 +89,11 @@ func TestHealRetryMeetsRewrittenEntry(t *testing.T) {
 			assert.Positive(t, runs.count("DEL", pod.ID, reasonHeal))
 			dels := e.callsFor("DEL", pod.ID)
 			require.NotEmpty(t, dels)
-			assert.NotContains(t, dels[len(dels)-1].Stdin, "prevResult", "the retry that succeeded ran without the rewritten result")
+			if tc.intact {
+				assert.Contains(t, dels[len(dels)-1].Stdin, "prevResult", "the retry got the entry's cached result")
+			} else {
+				assert.NotContains(t, dels[len(dels)-1].Stdin, "prevResult", "the retry that succeeded ran without the rewritten result")
+			}
 			assert.Empty(t, testenv.Reservations(t, e.dataDir, "flaky"))
 		})
 	}
