@@ -49,13 +49,12 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	var removed []string
 	var errs []error
 	for _, f := range files {
-		if err := m.cache.RemoveFile(f.path); err != nil {
+		if err := m.cache.RemoveFile(f.file()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, f.path)
-		network, ifname := f.names()
-		log.WithFields(logrus.Fields{"network": network, "ifname": ifname, "file": filepath.Base(f.path)}).
+		removed = append(removed, f.file())
+		log.WithFields(logrus.Fields{"network": f.Name, "ifname": f.Ifname, "file": filepath.Base(f.file())}).
 			Info("Forgot CNI cache entry; the attachment stays recorded for GC")
 	}
 	return removed, errors.Join(errs...)
@@ -66,12 +65,11 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 // (else the pod's) and, for a readable entry, its cached config saved
 // with the record, so that GC deletes the attachment with it even when
 // its config file is gone. An unreadable record lacks every one.
-func (m *Manager) forgottenLines(pod *PodNetwork, inv *inventory, files []cacheFile) ([]cache.Attachment, error) {
+func (m *Manager) forgottenLines(pod *PodNetwork, inv *inventory, files []*slot) ([]cache.Attachment, error) {
 	var lines []cache.Attachment
 	for _, f := range files {
-		network, ifname := f.names()
-		if network == "" || findLine(lines, network, ifname) != nil ||
-			inv.recordErr == nil && findLine(inv.record, network, ifname) != nil {
+		if f.Name == "" || findLine(lines, f.Name, f.Ifname) != nil ||
+			inv.recordErr == nil && findLine(inv.record, f.Name, f.Ifname) != nil {
 			continue
 		}
 		a, err := m.forgottenLine(pod, f)
@@ -83,14 +81,14 @@ func (m *Manager) forgottenLines(pod *PodNetwork, inv *inventory, files []cacheF
 	return lines, nil
 }
 
-// forgottenLine is the record line of the attachment a cache file names.
-func (m *Manager) forgottenLine(pod *PodNetwork, f cacheFile) (cache.Attachment, error) {
-	a := cache.Attachment{NetNS: pod.NetNS}
-	a.Network, a.IfName = f.names()
-	if f.slot == nil || f.slot.entry == nil {
+// forgottenLine is the record line of the attachment a cache file names
+// (f, its slot).
+func (m *Manager) forgottenLine(pod *PodNetwork, f *slot) (cache.Attachment, error) {
+	a := cache.Attachment{Network: f.Name, IfName: f.Ifname, NetNS: pod.NetNS}
+	if f.entry == nil {
 		return a, nil
 	}
-	e := f.slot.entry
+	e := f.entry
 	if netns, err := usableStoredNetNS(e.NetNS); err == nil && netns != "" {
 		a.NetNS = netns
 	}

@@ -69,42 +69,24 @@ type inventory struct {
 	listErr  error
 }
 
-// cacheFiles returns the paths of the sandbox's cache files, readable or
-// corrupt, with the attachment each names ("" for a corrupt file whose
-// name names none) and its slot, if it has one.
-func (inv *inventory) cacheFiles() []cacheFile {
-	var out []cacheFile
+// cacheFiles returns a slot for each of the sandbox's cache files,
+// readable or corrupt: its own slot, or, for a corrupt file that no DEL
+// can act on, a slot of the attachment its name names ("" names when it
+// names none) that the inventory does not hold.
+func (inv *inventory) cacheFiles() []*slot {
+	var out []*slot
 	for _, s := range inv.slots {
-		switch {
-		case s.entry != nil:
-			out = append(out, cacheFile{path: s.entry.Path, slot: s})
-		case s.corrupt != nil:
-			out = append(out, cacheFile{path: s.corrupt.Path, slot: s})
+		if s.file() != "" {
+			out = append(out, s)
 		}
 	}
 	for _, o := range inv.failures {
 		var ee *cache.EntryError
 		if errors.As(o.Err, &ee) {
-			out = append(out, cacheFile{path: ee.Path, network: ee.Network, ifname: ee.IfName})
+			out = append(out, &slot{NetAttachment: NetAttachment{Name: ee.Network, Ifname: ee.IfName}, corrupt: ee})
 		}
 	}
 	return out
-}
-
-// cacheFile is one cache file of a sandbox.
-type cacheFile struct {
-	path            string
-	slot            *slot  // nil for a corrupt file no DEL can act on
-	network, ifname string // what such a file's name names, if anything
-}
-
-// names returns the network and ifname the file stands for; "" when a
-// corrupt file's name names none.
-func (f cacheFile) names() (network, ifname string) {
-	if f.slot != nil {
-		return f.slot.Name, f.slot.Ifname
-	}
-	return f.network, f.ifname
 }
 
 // takeInventory reads what is known of sandbox id's attachments. With
