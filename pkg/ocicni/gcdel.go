@@ -68,7 +68,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")
 		return nil, nil
 	}
-	recorded, rerr := m.cache.ReadOrder(sc.id)
+	recorded, rerr := m.store.readRecord(sc.id)
 	plans := make([]*plan, 0, len(sc.plans))
 	for _, p := range sc.plans {
 		if m.stillStale(p, recorded) {

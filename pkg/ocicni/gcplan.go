@@ -67,60 +67,38 @@ func (v *validSet) addAll(id string, inv *inventory) {
 // planGC lists the cache once, reads the order records once, and plans
 // the DELs of every attachment that neither a valid pod nor a setup seen
 // by watch owns: for each other container, everything its inventory
-// holds (see [newInventory]). It takes no lock: what it reads may change
+// holds (see [store.scanNode]). It takes no lock: what it reads may change
 // before the DELs run, which recheck under each container's lock.
 func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
-	// The records are read after the listing: a setup writes its record
-	// before its cache entry, so a half-written entry's record is seen.
-	listing, lerr := m.cache.List()
-	var errs []error
-	recs, err := m.store.scanRecords()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if lerr != nil {
-		errs = append(errs, lerr)
-	}
+	n, errs := m.store.scanNode()
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {
-		m.sweepConfigs(recs, log)
-		strays = strayIDs(recs)
+		m.sweepConfigs(n.recs, log)
+		strays = strayIDs(n.recs)
 	}
-	g := &gcPlan{recs: recs, byID: make(map[string][]*cache.Entry, len(listing.Entries))}
-	for _, e := range listing.Entries {
-		g.byID[e.ContainerID] = append(g.byID[e.ContainerID], e)
-	}
+	g := &gcPlan{recs: n.recs, byID: n.byID}
 	var verrs []error
-	g.validIDs, g.valid, verrs = validAttachments(validPods, g.byID, recs, set)
+	g.validIDs, g.valid, verrs = validAttachments(validPods, g.byID, n.recs, set)
 	errs = append(errs, verrs...)
 	keep := func(id string) bool { return g.validIDs[id] || watch.touched(id) }
 
-	corrupt, unplanned := corruptByID(listing, g, watch, set)
-	for _, o := range unplanned {
-		errs = append(errs, &NetworkError{Verb: "DEL", Err: o.Err})
+	// Corrupt files are named also around the IDs of the valid pods and of
+	// the setups watch saw; one that still names nothing is a Failed
+	// outcome, left for the next GC.
+	corrupt, unowned, _ := n.corruptByID(set, slices.Concat(slices.Sorted(maps.Keys(g.validIDs)), watch.ids())...)
+	for _, ee := range unowned {
+		g.unplanned = append(g.unplanned, Outcome{ContainerID: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, Class: Failed, Err: ee})
+		errs = append(errs, &NetworkError{Verb: "DEL", Err: ee})
 	}
-	g.unplanned = unplanned
-	// Containers in the order the cache lists their entries, then those
-	// only a corrupt entry or a record names.
-	ids := make([]string, 0, len(g.byID)+len(recs.byID))
-	for _, e := range listing.Entries {
-		ids = append(ids, e.ContainerID)
-	}
-	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), slices.Sorted(maps.Keys(recs.byID)),
-		slices.Sorted(maps.Keys(recs.corrupt)), strays)
-	seen := make(map[string]bool, len(ids))
 	st := &staleSet{byID: map[string]*staleContainer{}}
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
+	for _, id := range dedupe(append(n.ids(corrupt), strays...)) {
 		if keep(id) {
 			continue
 		}
 		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
 		_, sc.strays = slices.BinarySearch(strays, id)
-		inv := newInventory(id, recs.byID[id], recs.corrupt[id], g.byID[id], corrupt[id], set, log)
+		inv := n.inventory(id, corrupt[id], set)
+		logInventory(inv, log)
 		errs = append(errs, m.planStale(sc, inv, set, log)...)
 	}
 	g.stale = st.list
@@ -147,27 +125,6 @@ func (m *Manager) planStale(sc *staleContainer, inv *inventory, set *networkSet,
 		sc.plans = append(sc.plans, p)
 	}
 	return errs
-}
-
-// corruptByID groups listing's corrupt cache files by container. A file
-// whose content cannot tell its container gets its names guessed from
-// its file name (see [guessCorrupt]), also around the IDs of the valid
-// pods and of the setups watch saw; one that still names nothing is
-// returned as a Failed outcome with what is known of it, left for the
-// next GC.
-func corruptByID(listing cache.Listing, g *gcPlan, watch *setupWatch, set *networkSet,
-) (map[string][]*cache.EntryError, []Outcome) {
-	out := map[string][]*cache.EntryError{}
-	var failed []Outcome
-	extra := slices.Concat(slices.Sorted(maps.Keys(g.validIDs)), watch.ids())
-	for _, ee := range guessCorrupt(listing, g.recs, set, extra...) {
-		if ee.Network == "" || ee.ContainerID == "" {
-			failed = append(failed, Outcome{ContainerID: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, Class: Failed, Err: ee})
-			continue
-		}
-		out[ee.ContainerID] = append(out[ee.ContainerID], ee)
-	}
-	return out, failed
 }
 
 // staleSet gathers the stale containers' plans, by container, in the

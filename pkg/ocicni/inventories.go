@@ -3,16 +3,105 @@ package ocicni
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// This file is the inventory seen from outside: the read-only view that
-// [Manager.Inventory] and [Manager.Inventories] return, built from what
-// [store.readInventory] and [store.readInventories] read, and
-// [guessCorrupt], which names corrupt files for GC and for the view alike.
-// It takes no lock and runs no plugin.
+// This file is the inventory of every sandbox of the node: one scan of
+// the cache dir ([store.scanNode]) that GC plans from and
+// [Manager.Inventories] reports, [guessCorrupt], which names corrupt
+// files for both, and the read-only view that [Manager.Inventory] and
+// [Manager.Inventories] return. It takes no lock and runs no plugin.
+
+// nodeScan is one reading of what the cache dir knows of every sandbox:
+// one listing of the results directory, then one scan of the order
+// records, in that order (a setup writes its record before its cache
+// entry, so the record of a half-written entry is seen).
+type nodeScan struct {
+	listing cache.Listing
+	byID    map[string][]*cache.Entry // the readable entries, by container
+	recs    *records
+}
+
+// scanNode reads the node's cache dir once (see [nodeScan]). It returns
+// the failures to list the results or the records; what was read is
+// usable either way, but incomplete.
+func (st *store) scanNode() (*nodeScan, []error) {
+	var errs []error
+	listing, err := st.cache.List()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	recs, err := st.scanRecords()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	n := &nodeScan{listing: listing, byID: make(map[string][]*cache.Entry, len(listing.Entries)), recs: recs}
+	for _, e := range listing.Entries {
+		n.byID[e.ContainerID] = append(n.byID[e.ContainerID], e)
+	}
+	return n, errs
+}
+
+// corruptByID names the scan's corrupt files (see [guessCorrupt], with
+// extraIDs) and groups them by container. unowned are those that name no
+// container even then; guessed holds the copies whose names were guessed.
+func (n *nodeScan) corruptByID(set *networkSet, extraIDs ...string) (byID map[string][]*cache.EntryError,
+	unowned []*cache.EntryError, guessed map[*cache.EntryError]bool,
+) {
+	byID = map[string][]*cache.EntryError{}
+	guessed = map[*cache.EntryError]bool{}
+	for i, ee := range guessCorrupt(n.listing, n.recs, set, extraIDs...) {
+		guessed[ee] = ee != n.listing.Corrupt[i]
+		if ee.Network == "" || ee.ContainerID == "" {
+			unowned = append(unowned, ee)
+			continue
+		}
+		byID[ee.ContainerID] = append(byID[ee.ContainerID], ee)
+	}
+	return byID, unowned, guessed
+}
+
+// ids returns, each once, every container the scan knows of: in the order
+// the cache lists their entries, then those that only corrupt (a
+// [nodeScan.corruptByID]) or an order record, readable or not, names.
+func (n *nodeScan) ids(corrupt map[string][]*cache.EntryError) []string {
+	ids := make([]string, 0, len(n.byID)+len(corrupt)+len(n.recs.ids))
+	for _, e := range n.listing.Entries {
+		ids = append(ids, e.ContainerID)
+	}
+	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), n.recs.ids)
+	return dedupe(ids)
+}
+
+// inventory merges what the scan knows of sandbox id, with its corrupt
+// files as [nodeScan.corruptByID] named them (see [mergeInventory]).
+func (n *nodeScan) inventory(id string, corrupt []*cache.EntryError, set *networkSet) *inventory {
+	return mergeInventory(id, n.recs.byID[id], n.recs.corrupt[id], n.byID[id], corrupt, set)
+}
+
+// readInventories reads the inventory of every sandbox that the cache or
+// the order records know of, sorted by container ID, from one
+// [store.scanNode], as GC reads them. guessed holds the corrupt files
+// whose names were guessed, and unowned the files that name no container
+// even then.
+func (st *store) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
+	guessed map[*cache.EntryError]bool, err error,
+) {
+	n, errs := st.scanNode()
+	if len(errs) > 0 {
+		return nil, nil, nil, errs[0]
+	}
+	corrupt, unowned, guessed := n.corruptByID(set)
+	ids := n.ids(corrupt)
+	slices.Sort(ids)
+	for _, id := range ids {
+		invs = append(invs, n.inventory(id, corrupt[id], set))
+	}
+	return invs, unowned, guessed, nil
+}
 
 // SandboxInventory is what the manager knows of one sandbox's attachments
 // from the cache dir: its libcni cache entries, readable or not, and its

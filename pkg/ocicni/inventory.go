@@ -3,7 +3,6 @@ package ocicni
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -130,52 +129,6 @@ func (st *store) readInventory(id string, set *networkSet) *inventory {
 		inv.listErr = err
 		inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: err})
 	}
-	return inv
-}
-
-// readInventories reads the inventory of every sandbox that the cache or
-// the order records know of, sorted by container ID, from one listing of
-// the results directory and one [store.scanRecords], read in that order
-// as GC reads them. Corrupt files are named by [guessCorrupt]; guessed
-// holds the copies whose names were guessed, and unowned the files that
-// name no container even then.
-func (st *store) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
-	guessed map[*cache.EntryError]bool, err error,
-) {
-	listing, err := st.cache.List()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	recs, err := st.scanRecords()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	entries := map[string][]*cache.Entry{}
-	for _, e := range listing.Entries {
-		entries[e.ContainerID] = append(entries[e.ContainerID], e)
-	}
-	corrupt := map[string][]*cache.EntryError{} // "": the unowned
-	guessed = map[*cache.EntryError]bool{}
-	for i, ee := range guessCorrupt(listing, recs, set) {
-		guessed[ee] = ee != listing.Corrupt[i]
-		corrupt[ee.ContainerID] = append(corrupt[ee.ContainerID], ee)
-	}
-	unowned = corrupt[""]
-	delete(corrupt, "")
-	ids := slices.Concat(slices.Collect(maps.Keys(entries)), slices.Collect(maps.Keys(corrupt)), recs.ids)
-	slices.Sort(ids)
-	for _, id := range slices.Compact(ids) {
-		invs = append(invs, mergeInventory(id, recs.byID[id], recs.corrupt[id], entries[id], corrupt[id], set))
-	}
-	return invs, unowned, guessed, nil
-}
-
-// newInventory is [mergeInventory], then [logInventory].
-func newInventory(id string, record []cache.Attachment, rerr error, entries []*cache.Entry, corrupt []*cache.EntryError,
-	set *networkSet, log *logrus.Entry,
-) *inventory {
-	inv := mergeInventory(id, record, rerr, entries, corrupt, set)
-	logInventory(inv, log)
 	return inv
 }
 

@@ -276,6 +276,10 @@ func (st *store) removeStrays(id string, log *logrus.Entry) {
 	}
 }
 
+// readRecord reads sandbox id's order record, for a caller that holds
+// its lock and needs the record as it is now (GC, before it prunes).
+func (st *store) readRecord(id string) ([]cache.Attachment, error) { return st.cache.ReadOrder(id) }
+
 // records holds every attachment order record, read by one scan.
 type records struct {
 	ids     []string // every record's sandbox, sorted
