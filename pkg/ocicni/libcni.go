@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/seed-671fdd43/ocicni/internal/guard"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // cniRunner is the engine's one door to libcni's verbs. Every call is
@@ -22,24 +23,29 @@ import (
 // the inventory did not accept (see [plan.useCache]).
 type cniRunner struct {
 	withCache, noCache *libcni.CNIConfig
-	resultsDir         string
+	cache              *cache.Cache // withCache's dir
 }
 
-func newCNIRunner(binDirs []string, cacheDir, noCacheDir string, exec invoke.Exec) *cniRunner {
+func newCNIRunner(binDirs []string, c *cache.Cache, exec invoke.Exec) *cniRunner {
 	return &cniRunner{
-		withCache:  libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, exec),
-		noCache:    libcni.NewCNIConfigWithCacheDir(binDirs, noCacheDir, exec),
-		resultsDir: filepath.Join(cacheDir, "results"),
+		withCache: libcni.NewCNIConfigWithCacheDir(binDirs, c.Dir(), exec),
+		noCache:   libcni.NewCNIConfigWithCacheDir(binDirs, filepath.Join(c.Dir(), "ocicni", "no-cache"), exec),
+		cache:     c,
 	}
 }
 
 // entryFile returns the cache entry libcni reads and writes for rt on
-// list: the file a panic may have come from.
+// list: the file a panic may have come from; "" when the names make no
+// valid file name.
 func (c *cniRunner) entryFile(list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) string {
 	if list == nil || rt == nil {
 		return ""
 	}
-	return filepath.Join(c.resultsDir, list.Name+"-"+rt.ContainerID+"-"+rt.IfName)
+	name, err := cache.FileName(list.Name, rt.ContainerID, rt.IfName)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(c.cache.ResultsDir(), name)
 }
 
 func (c *cniRunner) add(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -80,7 +79,7 @@ func New(opts ...Option) (*Manager, error) {
 
 		setups: newSetupTracker(),
 	}
-	m.cni = newCNIRunner(o.binDirs, m.cache.Dir(), filepath.Join(m.cache.Dir(), "ocicni", "no-cache"), exec)
+	m.cni = newCNIRunner(o.binDirs, m.cache, exec)
 	conf, err := netconf.New(netconf.Config{
 		ConfDir: o.confDir, Memory: o.memory, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
 		Exec: exec, Log: m.log,
