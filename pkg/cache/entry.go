@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 )
 
 // KindV1 is the "kind" of every cache file libcni writes.
@@ -135,14 +137,17 @@ func (e *Entry) CNIVersion() string {
 // [Entry.CNIVersion], the way libcni treats prevResult, and at "0.1.0" when
 // the config names no version either. Result returns (nil, nil) when there
 // is no result; failures are *[EntryError] values.
-func (e *Entry) Result() (res types.Result, err error) {
+func (e *Entry) Result() (types.Result, error) {
 	// libcni's result converters have panicked on JSON nulls inside
 	// "ips" or "interfaces"; a cache file must never crash the runtime.
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, e.fail(corruptf("decoding the result panicked: %v", r))
-		}
-	}()
+	res, err := guard.Value("decoding the result", e.Path, e.result)
+	if errors.Is(err, guard.ErrPanic) {
+		return nil, e.fail(corrupt(err))
+	}
+	return res, err
+}
+
+func (e *Entry) result() (res types.Result, err error) {
 	if len(e.RawResult) == 0 {
 		return nil, nil
 	}
@@ -198,13 +203,12 @@ func (e *Entry) ResultAt(cniVersion string) (types.Result, error) {
 // Convert converts a result to cniVersion. A conversion that fails, or
 // panics inside libcni's converters (they have on JSON nulls inside "ips"
 // or "interfaces"), gives an error matching [ErrCorruptEntry].
-func Convert(res types.Result, cniVersion string) (out types.Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, corruptf("converting the result panicked: %v", r)
-		}
-	}()
-	if out, err = res.GetAsVersion(cniVersion); err != nil {
+func Convert(res types.Result, cniVersion string) (types.Result, error) {
+	out, err := guard.Value("converting the result", "", func() (types.Result, error) { return res.GetAsVersion(cniVersion) })
+	switch {
+	case errors.Is(err, guard.ErrPanic):
+		return nil, corrupt(err)
+	case err != nil:
 		return nil, fmt.Errorf("convert result to %s: %w", cniVersion, err)
 	}
 	return out, nil
@@ -217,23 +221,24 @@ func Convert(res types.Result, cniVersion string) (out types.Result, err error) 
 // cached config; callers then keep libcni away from the file. A nil error
 // also covers an entry without a result, and a cniVersion below 0.4.0, for
 // which libcni reads no cached result.
-func (e *Entry) CheckLibcniResult(cniVersion string) (err error) {
+func (e *Entry) CheckLibcniResult(cniVersion string) error {
 	if ok, verr := version.GreaterThanOrEqualTo(cniVersion, "0.4.0"); verr != nil || !ok || len(e.RawResult) == 0 {
 		return nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = e.fail(corruptf("libcni's result decoding panicked: %v", r))
+	err := guard.Do("libcni's result decoding", e.Path, func() error {
+		res, err := create.CreateFromBytes(e.RawResult)
+		if err != nil {
+			return e.fail(fmt.Errorf("libcni cannot decode the cached result: %w", err))
 		}
-	}()
-	res, err := create.CreateFromBytes(e.RawResult)
-	if err != nil {
-		return e.fail(fmt.Errorf("libcni cannot decode the cached result: %w", err))
+		if _, err := res.GetAsVersion(cniVersion); err != nil {
+			return e.fail(fmt.Errorf("libcni cannot convert the cached result to %s: %w", cniVersion, err))
+		}
+		return nil
+	})
+	if errors.Is(err, guard.ErrPanic) {
+		return e.fail(corrupt(err))
 	}
-	if _, err := res.GetAsVersion(cniVersion); err != nil {
-		return e.fail(fmt.Errorf("libcni cannot convert the cached result to %s: %w", cniVersion, err))
-	}
-	return nil
+	return err
 }
 
 func (e *Entry) fail(err error) *EntryError {
