@@ -16,6 +16,13 @@
 //   - Its stdout and stderr go to files in memory that are read once it
 //     has exited, and its stdin is a pipe written whole, so a process it
 //     leaves behind cannot hold the run open.
+//   - Those files cannot grow past [MaxStdout] and [MaxStderr] (and one
+//     page): a plugin that prints more is killed with its group, and the
+//     run fails with an [OutputLimitError]. A plugin that reopens its
+//     stdout by name (/dev/stdout) writes past what is read, and cannot
+//     truncate or append to it.
+//   - Its errors quote at most [QuoteLimit] bytes of what it printed;
+//     [WithOutput] gets all of it.
 //   - A context that is already done starts no plugin: the error wraps the
 //     context's (see [NotStarted]).
 //   - A binary that is being written ("text file busy") is retried, as

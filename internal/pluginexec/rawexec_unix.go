@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
@@ -78,6 +80,13 @@ func (e *groupExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData
 			bgwork.Sleep(ctx, textBusyDelay)
 			continue
 		}
+		if out := outputOf(ctx); out != nil {
+			out.Stdout, out.Stderr = stdout, stderr
+		}
+		var lerr *OutputLimitError
+		if errors.As(err, &lerr) {
+			return nil, lerr
+		}
 		if err != nil {
 			return nil, pluginErr(err, stdout, stderr)
 		}
@@ -115,21 +124,28 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	err = start()
 	files.closeChildEnd() // the plugin has its own copy
 	if err == nil {
+		watch := watchOutput(cmd.Process, &files)
 		if gate != nil {
 			if gerr := gate.Wait(ctx); gerr != nil {
 				_ = killGroup(cmd.Process)
 				_ = cmd.Wait()
+				watch.stop()
 				return nil, nil, &gateError{err: gerr}
 			}
 		}
 		err = errors.Join(files.feed(stdinData), cmd.Wait())
+		watch.stop()
 	} else if gate != nil {
 		if gerr := gate.Wait(ctx); gerr != nil {
 			return nil, nil, &gateError{err: gerr}
 		}
 	}
-	stdout, oerr := readCapture(files.stdout)
-	stderr, _ = readCapture(files.stderr) // stderr is only informational
+	nout, nerr := written(files.stdout), written(files.stderr)
+	if lerr := files.overflow(pluginPath, nout, nerr); lerr != nil {
+		return nil, nil, lerr
+	}
+	stdout, oerr := readCapture(files.stdout, nout)
+	stderr, _ = readCapture(files.stderr, nerr) // stderr is only informational
 	return stdout, stderr, errors.Join(err, oerr)
 }
 
@@ -144,11 +160,26 @@ func (f *pluginFiles) open() (err error) {
 	if f.stdinR, f.stdinW, err = os.Pipe(); err != nil {
 		return err
 	}
-	if f.stdout, err = newCapture("stdout"); err != nil {
+	if f.stdout, err = newCapture("stdout", MaxStdout); err != nil {
 		return err
 	}
-	f.stderr, err = newCapture("stderr")
+	f.stderr, err = newCapture("stderr", MaxStderr)
 	return err
+}
+
+// overflow returns the *OutputLimitError of the first stream that the
+// plugin wrote past its cap, given how much it wrote to each, or nil.
+func (f *pluginFiles) overflow(pluginPath string, nout, nerr int64) *OutputLimitError {
+	file, stream, limit, n := f.stdout, "stdout", int64(MaxStdout), nout
+	switch {
+	case nout > MaxStdout:
+	case nerr > MaxStderr:
+		file, stream, limit, n = f.stderr, "stderr", MaxStderr, nerr
+	default:
+		return nil
+	}
+	head, _ := readCapture(file, min(n, QuoteLimit))
+	return &OutputLimitError{Plugin: pluginPath, Stream: stream, Limit: limit, Head: head}
 }
 
 // closeChildEnd closes the read end of the stdin pipe, which the plugin
@@ -203,9 +234,19 @@ const stdinInline = 4096
 
 // newCapture returns an anonymous file in memory (memfd) to take a
 // plugin's stdout or stderr, or, where there is none, an unlinked
-// temporary file. Either goes away with its last descriptor.
-func newCapture(name string) (*os.File, error) {
+// temporary file. Either goes away with its last descriptor. A file in
+// memory cannot grow past limit and one page (see limitCapture): a write
+// beyond fails, so that what a plugin prints takes at most that much
+// memory, and a plugin that wrote more than limit bytes overflowed. The
+// page is there because the kernel takes a write into such a file a page
+// at a time: a write that starts at limit on a page boundary is refused
+// whole unless its first page fits.
+func newCapture(name string, limit int64) (*os.File, error) {
 	if f, err := memFile("ocicni-plugin-" + name); err == nil {
+		if err := limitCapture(f, limit+int64(os.Getpagesize())); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
 		return f, nil
 	}
 	f, err := os.CreateTemp("", "ocicni-plugin-"+name+"-*")
@@ -216,20 +257,68 @@ func newCapture(name string) (*os.File, error) {
 	return f, nil
 }
 
-// readCapture returns what a plugin wrote to f, from its start: a process
-// that the plugin left behind may still be writing, and what it wrote
-// after this point is not read.
-func readCapture(f *os.File) ([]byte, error) {
-	fi, err := f.Stat()
+// written returns how many bytes were written to a capture: the offset
+// of the file description that the plugin shares with f.
+func written(f *os.File) int64 {
+	n, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return nil, err
+		return 0
 	}
-	buf := make([]byte, fi.Size())
-	n, err := f.ReadAt(buf, 0)
+	return n
+}
+
+// readCapture returns the first n bytes that a plugin wrote to f, n at
+// most what it wrote: a process that the plugin left behind may still be
+// writing, and what it wrote after those is not read.
+func readCapture(f *os.File, n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, 0)
 	if errors.Is(err, io.EOF) {
 		err = nil // truncated meanwhile
 	}
-	return buf[:n], err
+	return buf[:got], err
+}
+
+// outputPoll is how often a running plugin's captures are checked
+// against their caps.
+const outputPoll = 50 * time.Millisecond
+
+// outputWatch kills a running plugin's process group once it has written
+// past the cap of a capture. The file in memory already stops its
+// writes there; the kill ends a plugin that would go on trying, or that
+// writes to a temporary file, which has no such stop.
+type outputWatch struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	done  bool
+}
+
+func watchOutput(p *os.Process, files *pluginFiles) *outputWatch {
+	w := &outputWatch{}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = time.AfterFunc(outputPoll, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.done {
+			return
+		}
+		if written(files.stdout) > MaxStdout || written(files.stderr) > MaxStderr {
+			_ = killGroup(p)
+			return
+		}
+		w.timer.Reset(outputPoll)
+	})
+	return w
+}
+
+// stop ends the watch once the plugin has been reaped, before its pid
+// can be reused.
+func (w *outputWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	w.timer.Stop()
 }
 
 // gateError carries the error of a Gate that opened with one to a run
@@ -271,13 +360,28 @@ func pluginErr(err error, stdout, stderr []byte) error {
 	case len(stdout) == 0 && len(stderr) == 0:
 		emsg.Msg = fmt.Sprintf("netplugin failed with no error message: %v", err)
 	case len(stdout) == 0:
-		emsg.Msg = fmt.Sprintf("netplugin failed: %q: %v", string(stderr), err)
+		emsg.Msg = fmt.Sprintf("netplugin failed: %s: %v", Quote(stderr, QuoteLimit), err)
 	default:
 		if perr := json.Unmarshal(stdout, &emsg); perr != nil {
-			emsg.Msg = fmt.Sprintf("netplugin failed but error parsing its diagnostic message %q: %v", string(stdout), perr)
+			emsg.Msg = fmt.Sprintf("netplugin failed but error parsing its diagnostic message %s: %v", Quote(stdout, QuoteLimit), perr)
+		} else {
+			emsg.Msg, emsg.Details = cut(emsg.Msg, QuoteLimit), cut(emsg.Details, QuoteLimit)
 		}
 	}
 	return &emsg
+}
+
+// cut returns s, or its start of at most n bytes, ending at a character,
+// and a marker with the number of bytes left out.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", s[:i], len(s)-i)
 }
 
 func (e *groupExec) FindInPath(plugin string, paths []string) (string, error) {

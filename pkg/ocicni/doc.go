@@ -162,7 +162,13 @@
 // returns at most two seconds after the plugin ended, even if that process
 // holds the plugin's stdout or stderr open. Off Unix the executor is
 // invoke.RawExec, which kills the plugin alone. A context that is already
-// done starts no plugin, whatever the executor. On Unix the default
+// done starts no plugin, whatever the executor. The default executor
+// keeps at most [MaxPluginStdout] of a plugin's stdout and
+// [MaxPluginStderr] of its stderr, in memory that cannot grow past them:
+// a plugin that prints more is killed with its group, and its run fails
+// with a [PluginOutputLimitError]. The errors of this package quote at
+// most [PluginOutputQuoteLimit] bytes of a plugin's output, cut with a
+// marker; a [PluginHook] gets all of it. On Unix the default
 // executor runs the plugins of background DELs (GC's DELs of stale
 // attachments, healing's retries) at nice 19, and on Linux at SCHED_IDLE
 // in every thread, so that they leave the CPU to the pods being set up;
@@ -174,7 +180,8 @@
 // # Observability
 //
 // [WithPluginHook] registers a [PluginHook] called after every plugin run
-// with the verb, network, plugin, container, ifname, duration and error,
+// with the verb, network, plugin, container, ifname, duration, error and
+// output,
 // so that a runtime can export metrics or trace spans without this module
 // depending on a metrics or tracing library. The caller's context reaches
 // libcni and the hook, so trace context flows where libcni supports it.

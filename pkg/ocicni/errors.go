@@ -8,6 +8,7 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/netns"
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -65,7 +66,36 @@ var (
 	// ErrLibraryPanic is matched by every [*PanicError]: a panic inside
 	// libcni, recovered where the engine calls it.
 	ErrLibraryPanic = guard.ErrPanic
+	// ErrPluginOutputLimit is matched by every [*PluginOutputLimitError]:
+	// a plugin printed more than [MaxPluginStdout] or [MaxPluginStderr].
+	ErrPluginOutputLimit = pluginexec.ErrOutputLimit
 )
+
+// Caps on what the default executor keeps of one plugin run's output. A
+// plugin that prints more is killed with its process group, and the run
+// fails with a *[PluginOutputLimitError]. An error quotes at most
+// [PluginOutputQuoteLimit] bytes of a plugin's output; a [PluginHook]
+// gets all of it (see [PluginRun]).
+const (
+	MaxPluginStdout        = pluginexec.MaxStdout
+	MaxPluginStderr        = pluginexec.MaxStderr
+	PluginOutputQuoteLimit = pluginexec.QuoteLimit
+)
+
+// PluginOutputLimitError is the failure of a plugin run that printed more
+// than the cap of one of its streams: the plugin and its process group
+// were killed. It matches [ErrPluginOutputLimit]. A DEL that fails so is
+// retried as any failed DEL.
+//
+//	type PluginOutputLimitError struct {
+//		Plugin string // the binary's path
+//		Stream string // "stdout" or "stderr"
+//		Limit  int64  // the stream's cap in bytes
+//		Head   []byte // the start of what it printed there
+//	}
+//
+// (It is defined in the internal package that runs plugins.)
+type PluginOutputLimitError = pluginexec.OutputLimitError
 
 // PanicError is a panic inside libcni, recovered where the engine calls
 // it: its Op names the verb, File the cache entry libcni may have been

@@ -49,8 +49,14 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 		}
 		gate = nil
 	}
+	var output *pluginexec.Output
+	rctx := ctx
+	if e.hook != nil {
+		output = &pluginexec.Output{}
+		rctx = pluginexec.WithOutput(ctx, output)
+	}
 	start := time.Now()
-	out, err := e.run(ctx, pluginPath, stdinData, environ)
+	out, err := e.run(rctx, pluginPath, stdinData, environ)
 	if gate != nil && gate.Wait(ctx) != nil {
 		return out, err // killed before it read its config: not a run
 	}
@@ -61,6 +67,7 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 			run.Network = network
 		}
 		run.Reason, _ = ctx.Value(reasonKey{}).(string)
+		run.Stdout, run.Stderr = output.Stdout, output.Stderr
 		e.hook(ctx, run)
 	}
 	return out, err
@@ -94,6 +101,12 @@ type PluginRun struct {
 	// "teardown", "rollback", "gc", or "heal" for a background retry of a
 	// failed DEL (see [HealPolicy]); "" for VERSION and STATUS.
 	Reason string
+	// Stdout and Stderr are all the plugin printed, up to [MaxPluginStdout]
+	// and [MaxPluginStderr], which Err quotes only the start of; after an
+	// [ErrPluginOutputLimit] they are empty. Only the default executor
+	// fills them (not one of [WithExec]). They are valid until the hook
+	// returns.
+	Stdout, Stderr []byte
 }
 
 // Reasons for plugin runs, as [PluginRun.Reason] reports them.
