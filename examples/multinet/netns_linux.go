@@ -8,9 +8,8 @@ package main
 // A network namespace belongs to an OS thread, not to a goroutine, and the
 // Go scheduler moves goroutines between threads. So newNetNS switches
 // namespace on a fresh goroutine locked to its thread with
-// runtime.LockOSThread and never unlocks it: when a goroutine exits still
-// locked, the runtime terminates its thread instead of reusing it, so the
-// new namespace cannot leak into unrelated goroutines.
+// runtime.LockOSThread, and puts the thread back before unlocking it (see
+// pinNewNetNS).
 
 import (
 	"encoding/binary"
@@ -52,26 +51,44 @@ func newNetNS(name string) (string, error) {
 	f.Close()
 
 	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: unshare moves this thread into the new
-		// namespace for good, so the runtime must discard the thread
-		// when this goroutine returns.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		if err := unix.Mount(threadNetNS(), path, "none", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("bind mount %s: %w", path, err)
-			return
-		}
-		errc <- nil
-	}()
+	go func() { errc <- pinNewNetNS(path) }()
 	if err := <-errc; err != nil {
 		os.Remove(path) // best effort: the error that matters is err
 		return "", fmt.Errorf("create netns: %w", err)
 	}
 	return path, nil
+}
+
+// pinNewNetNS makes a network namespace, bind-mounts it at path, and puts
+// the calling thread back into the namespace it came from. It must run on
+// a goroutine of its own. A thread left in the new namespace would not
+// do: the runtime ends the thread of a goroutine that exits locked to it,
+// except the process's main thread, which it parks for good instead, and
+// a parked main thread would keep the namespace, and every interface in
+// it, alive after removeNetNS. Only a thread that cannot be put back
+// stays locked, so that the runtime discards it.
+func pinNewNetNS(path string) error {
+	runtime.LockOSThread()
+	orig, err := os.Open(threadNetNS())
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("open current netns: %w", err)
+	}
+	defer orig.Close()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("unshare: %w", err)
+	}
+	merr := unix.Mount(threadNetNS(), path, "none", unix.MS_BIND, "")
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		return errors.Join(merr, fmt.Errorf("restore netns: %w", err))
+	}
+	runtime.UnlockOSThread()
+	if merr != nil {
+		_ = unix.Unmount(path, unix.MNT_DETACH)
+		return fmt.Errorf("bind mount %s: %w", path, merr)
+	}
+	return nil
 }
 
 // removeNetNS unmounts and deletes a namespace made by newNetNS. The

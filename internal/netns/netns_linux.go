@@ -87,6 +87,13 @@ func threadNSPath() string {
 
 // New creates a new network namespace pinned at RunDir/<unique name> and
 // returns its path.
+//
+// The namespace is created by a thread that enters it and then goes back
+// to the namespace it came from. A thread left inside would not do: the
+// runtime terminates the thread of a goroutine that exits locked to it,
+// except the process's main thread, which it parks for good instead.
+// Parked there, the main thread would keep the namespace, and every
+// interface in it, alive after [Remove].
 func New() (string, error) {
 	if err := os.MkdirAll(RunDir, 0o755); err != nil {
 		return "", fmt.Errorf("netns: %w", err)
@@ -101,25 +108,39 @@ func New() (string, error) {
 	f.Close()
 
 	errc := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: it ends up in the new namespace
-		// and is discarded when this goroutine returns.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("netns: unshare: %w", err)
-			return
-		}
-		if err := unix.Mount(threadNSPath(), path, "none", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("netns: bind mount %s: %w", path, err)
-			return
-		}
-		errc <- nil
-	}()
+	go func() { errc <- create(path) }()
 	if err := <-errc; err != nil {
+		_ = unix.Unmount(path, unix.MNT_DETACH)
 		os.Remove(path)
 		return "", err
 	}
 	return path, nil
+}
+
+// create makes a new network namespace, bind-mounts it at path, and puts
+// the calling thread back into its namespace. The thread stays locked to
+// the goroutine, so that the runtime ends it, when it cannot be put back.
+func create(path string) error {
+	runtime.LockOSThread()
+	orig, err := os.Open(threadNSPath())
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("netns: open current namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("netns: unshare: %w", err)
+	}
+	merr := unix.Mount(threadNSPath(), path, "none", unix.MS_BIND, "")
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		return errors.Join(merr, fmt.Errorf("netns: restore namespace: %w", err))
+	}
+	runtime.UnlockOSThread()
+	if merr != nil {
+		return fmt.Errorf("netns: bind mount %s: %w", path, merr)
+	}
+	return nil
 }
 
 // Remove unmounts and deletes a namespace created by [New]. A path that no

@@ -103,3 +103,38 @@ func TestDeleteLinkMissingIsNil(t *testing.T) {
 	t.Cleanup(func() { _ = netns.Remove(path) })
 	require.NoError(t, netns.Do(path, func() error { return netns.DeleteLink("absent0") }))
 }
+
+// TestNewLeavesNoThreadInside: after New and Do, no thread of the process
+// is inside a namespace they made or entered, however many there were; a
+// thread left inside (the main thread, which the runtime parks instead of
+// ending) would keep the namespace and its interfaces alive after Remove.
+// Before New put its thread back, the main thread landed in one of a few
+// hundred new namespaces in every run.
+func TestNewLeavesNoThreadInside(t *testing.T) {
+	requireRoot(t)
+	own, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/net", os.Getpid()))
+	require.NoError(t, err)
+	made := map[string]string{} // namespace id ("net:[inode]") to path
+	for range 300 {
+		path, err := netns.New()
+		require.NoError(t, err)
+		var id string
+		require.NoError(t, netns.Do(path, func() error {
+			id, err = os.Readlink("/proc/thread-self/ns/net")
+			return err
+		}))
+		made[id] = path
+		require.NoError(t, netns.Remove(path))
+	}
+	require.NotContains(t, made, own)
+	tasks, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	for _, task := range tasks {
+		id, err := os.Readlink("/proc/self/task/" + task.Name() + "/ns/net")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended meanwhile
+		}
+		require.NoError(t, err)
+		assert.NotContains(t, made, id, "thread %s is inside namespace %s, made at %s", task.Name(), id, made[id])
+	}
+}

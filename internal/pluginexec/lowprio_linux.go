@@ -26,7 +26,7 @@ import (
 func StartLowPriority(cmd *exec.Cmd) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine (the main thread is parked instead)
 		lowerThread()
 		errc <- cmd.Start()
 	}()

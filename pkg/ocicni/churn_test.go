@@ -195,6 +195,16 @@ func TestChurnUnderFaults(t *testing.T) {
 	require.NoError(t, gcErr, "final GC")
 	left = e.requireNoLeftovers(networks, c.netnsPaths())
 	c.report(pods, left)
+	// The runtime removes every netns that is left. A handle on one that
+	// this process kept open would keep it, and the host end of its veth
+	// on a bridge, alive.
+	removed := c.removeAllNetns()
+	left = e.requireNoLeftovers(networks, nil)
+	left.NetnsHandles = netnsHandles(t)
+	assert.Empty(t, left.NetnsHandles, "the process's handles on network namespaces other than its own")
+	c.report(pods, left)
+	t.Logf("after removing the %d netns left: %d veths on the bridges, %d handles on network namespaces",
+		removed, portCount(left), len(left.NetnsHandles))
 
 	s := &c.stats
 	injected := s.flagsOn.Load() + s.confRemoved.Load()
@@ -527,6 +537,23 @@ func (c *churn) netnsPaths() []string {
 	c.nsMu.Lock()
 	defer c.nsMu.Unlock()
 	return append([]string(nil), c.netns...)
+}
+
+// removeAllNetns deletes every tracked netns that still exists, and
+// returns how many it deleted.
+func (c *churn) removeAllNetns() int {
+	n := 0
+	for _, ns := range c.netnsPaths() {
+		if _, err := os.Stat(ns); err != nil {
+			continue
+		}
+		if err := netns.Remove(ns); err != nil {
+			c.t.Errorf("netns %s: %v", ns, err)
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // removeNetns deletes a pod's netns, as a runtime does when it stops the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
@@ -54,11 +55,16 @@ type leftovers struct {
 	// Processes are plugin processes (binaries of the plugin dir) that
 	// are still running.
 	Processes []string
+	// NetnsHandles are the test process's handles on network namespaces
+	// other than its own (see netnsHandles); filled only by tests that
+	// run alone, after every pod netns was removed.
+	NetnsHandles []string
 }
 
 // count is the number of leftover items.
 func (l *leftovers) count() int {
-	n := len(l.PluginState) + len(l.CacheEntries) + len(l.OrderRecords) + len(l.OtherCacheFiles) + len(l.Processes)
+	n := len(l.PluginState) + len(l.CacheEntries) + len(l.OrderRecords) + len(l.OtherCacheFiles) + len(l.Processes) +
+		len(l.NetnsHandles)
 	for _, m := range []map[string][]string{l.Reservations, l.BridgePorts, l.NetnsLinks} {
 		for _, v := range m {
 			n += len(v)
@@ -91,6 +97,7 @@ func (l *leftovers) String() string {
 	add("order records", l.OrderRecords)
 	add("other cache files", l.OtherCacheFiles)
 	add("plugin processes", l.Processes)
+	add("netns handles", l.NetnsHandles)
 	return strings.Join(parts, "; ")
 }
 
@@ -272,4 +279,68 @@ func (e *itEnv) requireNoLeftovers(networks map[string]testenv.Net, netnsPaths [
 	// One copy per distinct config, and no Cache keeps more than 16.
 	assert.LessOrEqual(e.t, len(l.KeptConfigs), 16, "saved configs kept: %v", l.KeptConfigs)
 	return l
+}
+
+// portCount is the number of veths left on the bridges.
+func portCount(l *leftovers) int {
+	n := 0
+	for _, ports := range l.BridgePorts {
+		n += len(ports)
+	}
+	return n
+}
+
+// netnsHandles lists this process's handles on namespaces other than its
+// own network namespace (its main thread's): open descriptors of a
+// namespace, whatever path opened it ("fd 7: /run/netns/x (nsfs inode
+// 4026532)"), and threads inside another network namespace ("thread 123:
+// net:[4026532]"). Either keeps a namespace, and the veths in it, alive
+// after its bind mount is removed.
+func netnsHandles(t *testing.T) []string {
+	t.Helper()
+	ownPath := fmt.Sprintf("/proc/self/task/%d/ns/net", os.Getpid())
+	own, err := os.Readlink(ownPath)
+	require.NoError(t, err)
+	var ownSt syscall.Stat_t
+	require.NoError(t, syscall.Stat(ownPath, &ownSt))
+	var out []string
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, fd := range fds {
+		p := filepath.Join("/proc/self/fd", fd.Name())
+		var fs syscall.Statfs_t
+		var st syscall.Stat_t
+		if syscall.Statfs(p, &fs) != nil || fs.Type != unix.NSFS_MAGIC || syscall.Stat(p, &st) != nil || st.Ino == ownSt.Ino {
+			continue // closed meanwhile, or not a namespace, or our own
+		}
+		l, _ := os.Readlink(p)
+		out = append(out, fmt.Sprintf("fd %s: %s (nsfs inode %d)", fd.Name(), l, st.Ino))
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	for _, task := range tasks {
+		l, err := os.Readlink(filepath.Join("/proc/self/task", task.Name(), "ns", "net"))
+		if err == nil && l != own {
+			out = append(out, "thread "+task.Name()+": "+l)
+		}
+	}
+	return out
+}
+
+// netnsHandles sees a descriptor open on a netns, and no longer once it is
+// closed.
+func TestNetnsHandles(t *testing.T) {
+	t.Parallel()
+	testenv.RequireRoot(t)
+	ns := testenv.NewNS(t)
+	f, err := os.Open(ns)
+	require.NoError(t, err)
+	target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	require.NoError(t, err)
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Fstat(int(f.Fd()), &st))
+	mine := fmt.Sprintf("fd %d: %s (nsfs inode %d)", f.Fd(), target, st.Ino)
+	assert.Contains(t, netnsHandles(t), mine)
+	require.NoError(t, f.Close())
+	assert.NotContains(t, netnsHandles(t), mine)
 }
