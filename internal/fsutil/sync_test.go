@@ -64,7 +64,7 @@ func TestWriteDurableLinkedFailureLeavesNothing(t *testing.T) {
 			require.NoError(t, os.MkdirAll(filepath.Join(dir, "name", "sub"), 0o700))
 			linked, err := WriteDurableLinked(dir, "name", ".tmp-*", []byte("new"), link)
 			require.Error(t, err)
-			assert.NotErrorIs(t, err, ErrNotDurable)
+			require.NotErrorIs(t, err, ErrNotDurable)
 			assert.False(t, linked)
 			des, err := os.ReadDir(dir)
 			require.NoError(t, err)

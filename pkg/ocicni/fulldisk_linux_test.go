@@ -103,6 +103,7 @@ const (
 // fullDiskLevel runs the setup of TestSetupOnFullDiskLeavesNothing with
 // free bytes left on the cache dir's file system, and returns its outcome.
 func fullDiskLevel(t *testing.T, free int64, before []string) string {
+	t.Helper()
 	ctx := context.Background()
 	env, filler := fullDiskEnv(t)
 	if len(before) > 0 {
@@ -126,9 +127,9 @@ func fullDiskLevel(t *testing.T, free int64, before []string) string {
 	outcome := setUp
 	switch {
 	case err != nil && len(fx.Calls("ADD")) == 0:
-		assert.ErrorIs(t, err, syscall.ENOSPC)
+		require.ErrorIs(t, err, syscall.ENOSPC)
 		assert.Empty(t, fx.Calls(), "no plugin ran")
-		assert.ErrorContains(t, err, "recording its attachments before ADD")
+		require.ErrorContains(t, err, "recording its attachments before ADD")
 		assert.Equal(t, withLayout(tree), withLayout(after), "the cache dir holds what it held before the setup")
 		return unrecorded
 	case err != nil:
