@@ -25,27 +25,39 @@ func SyncDir(dir string) error {
 	return cerr
 }
 
+// ErrNotDurable marks a durable write whose file took its name but whose
+// directory could not be synced afterwards: the new file is in place, and
+// may not survive a power loss. The caller decides whether to keep it.
+var ErrNotDurable = errors.New("in place, but the directory sync failed")
+
 // WriteDurable writes data to a new temporary file in dir (mode 0600),
 // syncs it, renames it to name in dir, and syncs dir, so that after a
 // power loss name holds either its previous content or data, and never a
 // torn write. tmp names the temporary file: a pattern for os.CreateTemp
 // when it holds a "*", else the exact name, replaced if it exists (the
 // caller serializes writes that share it). dir must exist.
+//
+// A failure before the rename removes the temporary file and leaves name
+// as it was. A failure of the final directory sync matches
+// [ErrNotDurable]: name then holds data.
 func WriteDurable(dir, name, tmp string, data []byte) error {
-	return writeDurable(dir, name, tmp, data, "")
+	_, err := writeDurable(dir, name, tmp, data, "")
+	return err
 }
 
 // WriteDurableLinked is [WriteDurable] that also makes link, a path on
 // the same file system, a hard link to the new file before the file takes
 // its name, so that link holds data whatever happens to name meanwhile
 // (another process may remove or replace it at any time). An existing
-// link is left as it is. link's directory must exist; syncing it is the
-// caller's.
-func WriteDurableLinked(dir, name, tmp string, data []byte, link string) error {
+// link is left as it is. It reports whether it made link: a failure
+// before the rename removes the link it made too, and one that matches
+// [ErrNotDurable] leaves it. link's directory must exist; syncing it is
+// the caller's.
+func WriteDurableLinked(dir, name, tmp string, data []byte, link string) (linked bool, err error) {
 	return writeDurable(dir, name, tmp, data, link)
 }
 
-func writeDurable(dir, name, tmp string, data []byte, link string) error {
+func writeDurable(dir, name, tmp string, data []byte, link string) (bool, error) {
 	var f *os.File
 	var err error
 	if strings.Contains(tmp, "*") {
@@ -54,37 +66,49 @@ func writeDurable(dir, name, tmp string, data []byte, link string) error {
 		f, err = os.OpenFile(filepath.Join(dir, tmp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	return writeSyncRename(f, filepath.Join(dir, name), data, link)
 }
 
-func writeSyncRename(tmp *os.File, path string, data []byte, link string) (err error) {
+func writeSyncRename(tmp *os.File, path string, data []byte, link string) (linked bool, err error) {
 	defer func() {
 		if err != nil {
+			// Undo what the write made; nothing else can have its names.
 			_ = tmp.Close()
 			_ = os.Remove(tmp.Name())
+			if linked {
+				_ = os.Remove(link)
+				linked = false
+			}
 		}
 	}()
 	if _, err = tmp.Write(data); err != nil {
-		return err
+		return false, err
 	}
 	if err = tmp.Sync(); err != nil {
-		return err
+		return false, err
 	}
 	if err = tmp.Close(); err != nil {
-		return err
+		return false, err
 	}
 	if link != "" {
-		if err = os.Link(tmp.Name(), link); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
+		switch err = os.Link(tmp.Name(), link); {
+		case err == nil:
+			linked = true
+		case errors.Is(err, fs.ErrExist):
+			err = nil
+		default:
+			return false, err
 		}
-		err = nil
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
+		return linked, err
 	}
-	return SyncDir(filepath.Dir(path))
+	if serr := SyncDir(filepath.Dir(path)); serr != nil {
+		return linked, fmt.Errorf("%w: %w", ErrNotDurable, serr)
+	}
+	return linked, nil
 }
 
 // MkdirAllDurable is os.MkdirAll(dir, perm) that also syncs the parent of

@@ -70,39 +70,66 @@ func (c *Cache) configLink(id, digest string) (string, error) {
 // that uses it holds a hard link to it next to the record, which the next
 // [Cache.WriteOrder] of id makes durable. So a record's configs go with
 // the record ([Cache.ReleaseConfigs]), whatever happens to other records,
-// and a config is stored once however many records use it.
+// and a config is stored once however many records use it. A failure
+// leaves no file of its own behind (see [Cache.SaveConfigUndoable]).
 func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
+	s, err := c.SaveConfigUndoable(id, b)
+	return s.Digest, err
+}
+
+// SaveConfigUndoable is [Cache.SaveConfig] for a caller that may have to
+// take the save back, when the record that was to name the config cannot
+// be written. A failure removes what the call made before it returns,
+// and nothing that was there before it (the link of an earlier record of
+// id, a copy other records link); the directories of the layout, once
+// made, stay.
+func (c *Cache) SaveConfigUndoable(id string, b []byte) (ConfigSave, error) {
 	digest := ConfigDigest(b)
 	link, err := c.configLink(id, digest)
 	if err != nil {
-		return "", err
+		return ConfigSave{}, err
 	}
+	s := ConfigSave{Digest: digest, id: id}
 	path, _ := c.configPath(digest) // a digest ConfigDigest made is valid
 	c.warm.touch(digest)
 	// Linking first costs one system call when the copy exists, as it
 	// does for every pod but the first of a config.
 	err = os.Link(path, link)
 	switch {
-	case err == nil, errors.Is(err, fs.ErrExist):
-		return digest, nil
+	case err == nil:
+		s.newLink = true
+		return s, nil
+	case errors.Is(err, fs.ErrExist):
+		return s, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+		return ConfigSave{}, fmt.Errorf("cache: save config %s: linking the shared copy: %w", digest, err)
 	}
-	if err := c.writeConfigLinked(path, link, b); err != nil {
-		return "", fmt.Errorf("cache: save config %s: %w", digest, err)
+	// The link's directory may be what was missing: a copy kept without
+	// links is then replaced, and is not this call's.
+	_, serr := os.Lstat(path)
+	s.newCopy = errors.Is(serr, fs.ErrNotExist)
+	s.newLink, err = c.writeConfigLinked(path, link, b)
+	if err != nil {
+		// Only a failed directory sync leaves the copy and the link in
+		// place; fsutil removes the rest itself.
+		if errors.Is(err, fsutil.ErrNotDurable) {
+			err = errors.Join(err, c.UndoSaveConfig(s))
+		}
+		return ConfigSave{}, fmt.Errorf("cache: save config %s: writing the shared copy: %w", digest, err)
 	}
-	return digest, nil
+	return s, nil
 }
 
 // writeConfigLinked writes a new shared copy of a config durably, links
-// the record's link to it, and only then publishes it at path. Another
+// the record's link to it, and only then publishes it at path; it reports
+// whether it made the link (see [fsutil.WriteDurableLinked]). Another
 // Cache (or GC) may remove the copy at path at any time once no record
 // links it; linking the new file before it has that name leaves nothing
 // to remove in between.
-func (c *Cache) writeConfigLinked(path, link string, b []byte) error {
+func (c *Cache) writeConfigLinked(path, link string, b []byte) (bool, error) {
 	for _, dir := range []string{filepath.Dir(path), filepath.Dir(link)} {
 		if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
-			return err
+			return false, err
 		}
 	}
 	return fsutil.WriteDurableLinked(filepath.Dir(path), filepath.Base(path), tmpPrefix+"config-*", b, link)
@@ -164,14 +191,8 @@ func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
 		if c.warm.has(d) {
 			continue
 		}
-		path, _ := c.configPath(d)
-		if fi, err := os.Lstat(path); err == nil {
-			if n, _, ok := fsutil.Links(fi); ok && n == 1 {
-				// A record that links it meanwhile keeps its own link.
-				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					errs = append(errs, err)
-				}
-			}
+		if err := c.removeUnlinkedCopy(d); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

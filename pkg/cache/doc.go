@@ -94,6 +94,17 @@
 // [Cache.ListConfigs] and [Cache.RemoveSavedConfig] let a garbage
 // collector remove those and what a crash left.
 //
+// A write that fails (a full disk, an I/O error) leaves no file of its
+// own: [Cache.SaveConfig] removes its temporary file and the link it
+// made, and [Cache.WriteOrder] its temporary file, keeping the old
+// record, unless only the final directory sync failed ([ErrNotDurable]).
+// A caller whose record cannot be written takes its saves back with
+// [Cache.UndoSaveConfig] (see [Cache.SaveConfigUndoable]), which removes
+// only what each save made: a new link, and a new shared copy that no
+// record links. The directories of the layout, once made, stay: other
+// containers' writes, which take no lock in common, may be about to use
+// them.
+//
 // # Concurrency
 //
 // A [Cache] holds its directory and its spare records, guarded by a

@@ -21,6 +21,13 @@ var (
 	// ErrOutsideResults is returned by [Cache.RemoveFile] for a path that is
 	// not a file directly inside [Cache.ResultsDir].
 	ErrOutsideResults = errors.New("cache: path is not inside the results directory")
+
+	// ErrNotDurable marks a [Cache.WriteOrder] that failed after the new
+	// record took its place: only the directory sync that makes it
+	// durable failed. The record on disk is then the new one, so a caller
+	// that takes the write back writes the old record again (or removes
+	// the record, when there was none).
+	ErrNotDurable = errors.New("cache: record in place, but not durable")
 )
 
 // EntryError reports a cache file that could not be read or parsed. Network,

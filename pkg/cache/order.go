@@ -87,6 +87,10 @@ func (c *Cache) orderPath(id string) (string, error) {
 // manager's work. Files are created 0600 and directories 0700. id and
 // every name are checked with [ValidateNames], every NetNS with
 // [ValidateNetNSPath], and every Config with [ValidateDigest].
+//
+// A failure leaves the old record in place and no temporary file, except
+// one that matches [ErrNotDurable]: the new record is then in place. A
+// spare that cannot take the new content is removed.
 func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	path, err := c.orderPath(id)
 	if err != nil {
@@ -107,15 +111,19 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 	dir := filepath.Dir(path)
 	if spare := c.spares.take(dir); spare != "" && reuse(spare, path, data) {
 		if err := fsutil.SyncDir(dir); err != nil {
-			return fmt.Errorf("cache: write order: %w", err)
+			return fmt.Errorf("cache: write order %s: %w: %w", path, ErrNotDurable, err)
 		}
 		return nil
 	}
 	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
-		return fmt.Errorf("cache: write order: %w", err)
+		return fmt.Errorf("cache: write order %s: making its directory: %w", path, err)
 	}
-	if err := fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+id, data); err != nil {
-		return fmt.Errorf("cache: write order: %w", err)
+	err = fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+id, data)
+	switch {
+	case errors.Is(err, fsutil.ErrNotDurable):
+		return fmt.Errorf("cache: write order %s: %w: %w", path, ErrNotDurable, err)
+	case err != nil:
+		return fmt.Errorf("cache: write order %s: writing its temporary file: %w", path, err)
 	}
 	return nil
 }

@@ -258,7 +258,15 @@
 // meanwhile, since starting it takes longer, and waits for its config on
 // stdin; when the record cannot be written, it is killed without having
 // read it and the setup fails with nothing attached (an executor set with
-// [WithExec] is called only once the record is written). The manager
+// [WithExec] is called only once the record is written). Nor does it
+// leave anything written: whichever step failed (a saved config's copy
+// or link, the record's temporary file, a directory sync), at whatever
+// free space, the setup removes the links and copies it made and puts
+// back the record it replaced before it returns, and keeps what an
+// earlier record of the pod, or another pod's, still uses. Only the
+// layout's directories, which the first setup of a node makes, stay. The
+// error names the step and unwraps to the cause (syscall.ENOSPC for a
+// full disk). Teardown and GC need no free space. The manager
 // keeps the shared copies of the configs it saved last when no record
 // links them any more, so that the next pod of the same config links the
 // copy instead of writing it again.

@@ -1,6 +1,8 @@
 package ocicni
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -164,21 +166,60 @@ func (st *store) writeRecord(id string, old, next []cache.Attachment, log *logru
 // order record, both durably, before any ADD runs, so that whatever a
 // crash or a power loss interrupts can still be deleted. It returns the
 // record (see [recordChange.added]). An unreadable record is replaced.
+//
+// When a step fails (a full disk, an I/O error), it takes back what it
+// wrote before it returns (see [store.undoSetup]), so that a setup that
+// attached nothing leaves nothing, and what an earlier record of the
+// sandbox, or another sandbox's, still uses stays.
 func (st *store) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
 	added := make([]cache.Attachment, 0, len(plans))
+	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
-		digest, err := st.cache.SaveConfig(pod.ID, p.list.Bytes)
+		s, err := st.cache.SaveConfigUndoable(pod.ID, p.list.Bytes)
 		if err != nil {
-			return nil, err
+			return nil, st.undoSetup(pod.ID, false, nil, saves, fmt.Errorf("saving the config of network %s: %w", p.Name, err))
 		}
-		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: digest})
+		saves = append(saves, s)
+		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: s.Digest})
 	}
 	old, _ := st.cache.ReadOrder(pod.ID) // an unreadable record is replaced
 	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, st.heal, time.Now(), log)
 	if err := st.writeRecord(pod.ID, old, next, log); err != nil {
-		return nil, err
+		replaced := errors.Is(err, cache.ErrNotDurable)
+		return nil, st.undoSetup(pod.ID, replaced, old, saves, fmt.Errorf("writing the attachment order record: %w", err))
 	}
 	return next, nil
+}
+
+// undoSetup takes back what a failed [store.recordSetup] of sandbox id
+// wrote, and returns cause, joined with the failures of the undo: first
+// the record, when the new one replaced old before the write failed (see
+// [cache.ErrNotDurable]; an empty old, or an unreadable one, is gone, and
+// the new record goes), then the saved configs' links and copies that
+// saves made. When the old record cannot be put back, the links stay:
+// the record on disk names them.
+func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, saves []cache.ConfigSave, cause error) error {
+	if replaced {
+		var err error
+		if len(old) == 0 {
+			err = st.cache.RemoveOrder(id)
+		} else {
+			err = st.cache.WriteOrder(id, old)
+		}
+		if err != nil {
+			return errors.Join(cause, fmt.Errorf("putting the old attachment order record back: %w", err))
+		}
+	}
+	errs := []error{cause}
+	for _, s := range saves {
+		if err := st.cache.UndoSaveConfig(s); err != nil {
+			errs = append(errs, fmt.Errorf("removing what saving a config wrote: %w", err))
+		}
+	}
+	if len(errs) == 1 {
+		return cause
+	}
+	return errors.Join(errs...)
 }
 
 // recordForgotten adds lines to the sandbox's order record, as read into
