@@ -112,8 +112,12 @@ func TestSameCapabilities(t *testing.T) {
 	}{
 		{name: "both empty", cached: nil, want: map[string]any{}, same: true},
 		{name: "one empty", cached: nil, want: map[string]any{capCgroupPath: "/a"}},
-		{name: "typed values equal their JSON", cached: map[string]any{capBandwidth: map[string]any{"ingressRate": 1.0}},
-			want: map[string]any{capBandwidth: map[string]uint64{"ingressRate": 1}}, same: true},
+		{
+			name:   "typed values equal their JSON",
+			cached: map[string]any{capBandwidth: map[string]any{"ingressRate": 1.0}},
+			want:   map[string]any{capBandwidth: map[string]uint64{"ingressRate": 1}},
+			same:   true,
+		},
 		{name: "other value", cached: map[string]any{capCgroupPath: "/a"}, want: map[string]any{capCgroupPath: "/b"}},
 	}
 	for _, tc := range tests {
