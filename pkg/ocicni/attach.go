@@ -65,7 +65,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		release()
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
-	reused, err := m.reuseLive(&pod, plans, set)
+	reused, err := m.reuseLive(&pod, plans, set, log)
 	if err != nil { // a live attachment that differs: touch nothing
 		release()
 		return nil, err

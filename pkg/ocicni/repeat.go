@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -38,12 +39,12 @@ func (s *slot) live() bool {
 // runs for it. It is nil when plans[i] is not live and must be added. A
 // live attachment that differs, or whose cached result cannot be read,
 // refuses the setup with an *[AttachedError].
-func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet) ([]types.Result, error) {
+func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) ([]types.Result, error) {
 	atts := make([]NetAttachment, len(plans))
 	for i, p := range plans {
 		atts[i] = p.NetAttachment
 	}
-	inv := m.store.takeInventory(pod.ID, atts, set, m.podLog(pod))
+	inv := m.store.takeInventory(pod.ID, atts, set, log)
 	reused := make([]types.Result, len(plans))
 	for i, p := range plans {
 		s := inv.slotFor(p.NetAttachment)

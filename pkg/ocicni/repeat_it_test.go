@@ -271,7 +271,7 @@ func addrsOf(nsPath, ifname string) ([]string, error) {
 }
 
 // Setups and teardowns of one sandbox ID race from several goroutines, in
-// rounds released at once. Every setup succeeds (a repeat is idempotent),
+// rounds. Every setup succeeds (a repeat is idempotent),
 // and a setup that returned while no teardown ran after it finds its IP on
 // eth0 and its reservation in place. The last teardown leaves nothing.
 func TestRacingSetupsAndTeardownsOfOneSandbox(t *testing.T) {
@@ -280,23 +280,28 @@ func TestRacingSetupsAndTeardownsOfOneSandbox(t *testing.T) {
 	n := e.bridgeNet("bridgenet", "1.0.0")
 	m := e.start()
 	pod := e.pod("race")
-	const setups, teardowns, rounds = 3, 2, 6
+	const setups, teardowns, rounds = 4, 2, 6
 	g := newTeardownGate()
 	var mu sync.Mutex
 	var errs []error
-	checked := 0
+	checked, raced := 0, 0
 	fail := func(err error) {
 		mu.Lock()
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	setup := func() {
+	setup := func(begun, returned func()) {
 		quiet := g.beginSetup()
+		begun()
 		res, err := m.SetUpPodWithContext(e.ctx(), pod)
+		returned()
 		if err != nil {
 			fail(err)
 		}
 		if !quiet {
+			mu.Lock()
+			raced++
+			mu.Unlock()
 			return
 		}
 		defer g.endSetup()
@@ -323,33 +328,47 @@ func TestRacingSetupsAndTeardownsOfOneSandbox(t *testing.T) {
 		checked++
 		mu.Unlock()
 	}
-	teardown := func() {
+	teardown := func(running func()) {
 		g.beginTeardown()
+		running()
 		defer g.endTeardown()
 		if err := m.TearDownPodWithContext(e.ctx(), pod); err != nil {
 			fail(err)
 		}
 	}
+	// Each round has three groups, released by events. The early setups
+	// start at once and race each other; they are quiet (the last round's
+	// teardowns are done), so every round checks them, each once all of
+	// them have returned, so that what one did cannot undo another. The
+	// teardowns wait until a setup has begun, and then for the quiet
+	// setups to finish. The late setups start once a teardown is running,
+	// and race it.
 	for range rounds {
-		start := make(chan struct{})
-		var wg sync.WaitGroup
+		begun, tearing := make(chan struct{}), make(chan struct{})
+		var setupOnce, teardownOnce sync.Once
+		var wg, early sync.WaitGroup
+		early.Add(setups / 2)
 		for i := range setups + teardowns {
-			op := setup
-			if i >= setups {
-				op = teardown
-			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				<-start
-				op()
+				switch {
+				case i < setups/2: // early: each checks once all have returned
+					setup(func() { setupOnce.Do(func() { close(begun) }) }, func() { early.Done(); early.Wait() })
+				case i < setups: // late
+					<-tearing
+					setup(func() {}, func() {})
+				default:
+					<-begun
+					teardown(func() { teardownOnce.Do(func() { close(tearing) }) })
+				}
 			}()
 		}
-		close(start)
 		wg.Wait()
 	}
 	assert.Empty(t, errs)
-	assert.Positive(t, checked, "some setups were checked")
+	assert.GreaterOrEqual(t, checked, rounds, "every round checked a setup")
+	t.Logf("%d of %d setups were checked with no teardown after them, %d raced a teardown", checked, setups*rounds, raced)
 
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 	e.assertClean(pod, "bridgenet")
