@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
-	"github.com/seed-671fdd43/ocicni/pkg/gocni"
+	cni "github.com/seed-671fdd43/ocicni/pkg/gocni"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
@@ -76,4 +77,60 @@ func TestRealBridgeLifecycle(t *testing.T) {
 	assert.Len(t, testenv.Reservations(t, dataDir, "podnet"), 1)
 	require.NoError(t, c.Remove(ctx, "gocni-pod2", ns2))
 	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"))
+}
+
+// containerd's Setup repeated for one sandbox (a retry, or two callers
+// racing) gets the engine's rule: the identical repeat returns the first
+// result and runs no ADD, so no rollback takes eth0's IP; a repeat with
+// other labels (other CNI_ARGS) is refused with ocicni.ErrAttachmentLive
+// before any plugin runs. Remove then releases everything.
+func TestRealBridgeRepeatedSetup(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := testenv.Alloc(t)
+	dataDir, confDir, cacheDir := t.TempDir(), t.TempDir(), t.TempDir()
+	testenv.WriteFile(t, confDir, "10-podnet.conflist", testenv.BridgeConflist("podnet", "1.0.0", n, dataDir))
+	var adds atomic.Int32
+	c, err := cni.New(
+		cni.WithMinNetworkCount(2),
+		cni.WithPluginConfDir(confDir),
+		cni.WithPluginDir([]string{pluginDir}),
+		cni.WithEngineOptions(ocicni.WithCacheDir(cacheDir), ocicni.WithoutHealing(),
+			ocicni.WithPluginHook(func(_ context.Context, r ocicni.PluginRun) {
+				if r.Verb == "ADD" {
+					adds.Add(1)
+				}
+			})),
+	)
+	require.NoError(t, err)
+	f, ok := c.(*cni.Face)
+	require.True(t, ok)
+	t.Cleanup(func() { assert.NoError(t, f.Shutdown()) })
+	require.NoError(t, c.Load(cni.WithLoNetwork, cni.WithDefaultConf))
+	ns := testenv.NewNS(t)
+	labels := cni.WithLabels(map[string]string{"K8S_POD_NAME": "web"})
+
+	first, err := c.Setup(ctx, "gocni-repeat", ns, labels)
+	require.NoError(t, err)
+	require.NotEmpty(t, first.Interfaces["eth0"].IPConfigs)
+	ip := first.Interfaces["eth0"].IPConfigs[0].IP
+	ran := adds.Load()
+
+	again, err := c.Setup(ctx, "gocni-repeat", ns, labels)
+	require.NoError(t, err, "the identical repeat succeeds")
+	require.NotEmpty(t, again.Interfaces["eth0"].IPConfigs)
+	assert.Equal(t, ip, again.Interfaces["eth0"].IPConfigs[0].IP, "the repeat returns the first result")
+	assert.Equal(t, ran, adds.Load(), "the repeat ran no ADD")
+	assert.Equal(t, []string{ip.String() + "/24"}, testenv.AddrsIn(t, ns, "eth0"), "eth0 keeps its IP")
+	assert.Equal(t, []string{ip.String()}, testenv.Reservations(t, dataDir, "podnet"))
+
+	_, err = c.Setup(ctx, "gocni-repeat", ns, cni.WithLabels(map[string]string{"K8S_POD_NAME": "db"}))
+	require.ErrorIs(t, err, ocicni.ErrAttachmentLive)
+	assert.Equal(t, ran, adds.Load(), "the refused setup ran no ADD")
+	assert.Equal(t, []string{ip.String() + "/24"}, testenv.AddrsIn(t, ns, "eth0"), "eth0 keeps its IP")
+
+	require.NoError(t, c.Remove(ctx, "gocni-repeat", ns))
+	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"))
+	assert.Nil(t, testenv.AddrsIn(t, ns, "eth0"), "eth0 is gone")
 }

@@ -14,7 +14,11 @@ import (
 //
 // When a network's ADD fails, the engine runs DEL for it and for every
 // network attached before it, in reverse order, and Setup returns an
-// error that matches *[ocicni.SetupError] with errors.As. With fewer
+// error that matches *[ocicni.SetupError] with errors.As. A Setup of a
+// sandbox that is set up already (a retry, or two callers racing) runs no
+// ADD for what it holds: an identical request gets the first result, a
+// different one an error matching [ocicni.ErrAttachmentLive] (see
+// "Repeated setups" in package ocicni). With fewer
 // networks loaded than [WithMinNetworkCount] asks for, Setup first runs
 // the last load again, then fails with [ErrCNINotInitialized].
 func (f *Face) Setup(ctx context.Context, id string, path string, opts ...NamespaceOpts) (*Result, error) {

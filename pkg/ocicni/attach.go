@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
@@ -20,8 +21,12 @@ func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 // SetUpPodWithContext brings up lo in the pod's netns and attaches the
 // requested networks in order (the default network when none are named).
 // It returns one result per network, in request order. When an ADD fails,
-// the attachments made so far and the failed one are deleted again
-// (rollback) before the error, a *[SetupError], is returned.
+// the attachments this call made so far and the failed one are deleted
+// again (rollback) before the error, a *[SetupError], is returned. An
+// attachment the sandbox already holds live (see "Repeated setups" in the
+// package doc) is not added again: when it is identical to the request,
+// its cached result is returned; otherwise the call fails with an
+// *[AttachedError] before anything runs.
 func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
@@ -60,7 +65,12 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		release()
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
-	results, err := m.attach(ctx, &pod, plans, log, &setupHold{release: release, dropGate: lease.dropGate})
+	reused, err := m.reuseLive(&pod, plans, set, log)
+	if err != nil { // a live attachment that differs: touch nothing
+		release()
+		return nil, err
+	}
+	results, err := m.attach(ctx, &pod, plans, reused, log, &setupHold{release: release, dropGate: lease.dropGate})
 	if !errors.Is(err, ErrRollbackPending) {
 		release()
 	}
@@ -74,20 +84,42 @@ type setupHold struct {
 	release, dropGate func()
 }
 
-// attach brings up lo, records the attachments durably and runs every
-// ADD, holding the pod's lock. lo and the record are done while the first
-// plugin starts, since starting a process takes longer; no plugin receives
-// its config on stdin before they are done, held back by a
-// pluginexec.Gate (which the default executor honours, and managedExec
-// for any other). When that work fails, the gate opens with the error: the
-// plugin is killed without having read a config, and the setup fails
-// with nothing attached. After a failed ADD it rolls back (see
-// [Manager.failSetup]); when the caller's context ends before the
-// rollback does, the rollback goes on in the background, keeps holding
-// the pod's lock (hold, which it then releases) and the returned
-// *SetupError matches ErrRollbackPending. In every other case the caller
-// releases.
-func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry, hold *setupHold) ([]NetResult, error) {
+// attach brings up lo, records the attachments durably and runs ADD for
+// every plan that the sandbox does not hold live already (reused[i] is
+// nil; see [Manager.reuseLive]), holding the pod's lock. A plan it holds
+// live gets its cached result, reused[i], and no plugin; when every plan
+// is reused nothing runs and nothing is written. lo and the record are
+// done while the first plugin starts, since starting a process takes
+// longer; no plugin receives its config on stdin before they are done,
+// held back by a pluginexec.Gate (which the default executor honours, and
+// managedExec for any other). When that work fails, the gate opens with
+// the error: the plugin is killed without having read a config, and the
+// setup fails with nothing attached. After a failed ADD it rolls back
+// what this call added (see [Manager.failSetup]), never a reused
+// attachment; when the caller's context ends before the rollback does,
+// the rollback goes on in the background, keeps holding the pod's lock
+// (hold, which it then releases) and the returned *SetupError matches
+// ErrRollbackPending. In every other case the caller releases.
+func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, reused []types.Result, log *logrus.Entry,
+	hold *setupHold,
+) ([]NetResult, error) {
+	results := make([]NetResult, len(plans))
+	var fresh []*plan // the plans to ADD, in order
+	var at []int      // their index in plans
+	for i, p := range plans {
+		results[i] = NetResult{Result: reused[i], NetAttachment: p.NetAttachment}
+		if reused[i] == nil {
+			fresh, at = append(fresh, p), append(at, i)
+		}
+	}
+	if len(fresh) == 0 {
+		log.WithField("networks", len(results)).Info("Pod already attached to its CNI networks; returning the cached results")
+		return results, nil
+	}
+	if len(fresh) < len(plans) {
+		log.WithField("live", len(plans)-len(fresh)).Info("Pod already holds some of its attachments; adding the others")
+	}
+
 	gate := pluginexec.NewGate()
 	var order []cache.Attachment
 	go func(ctx context.Context) {
@@ -97,8 +129,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 	}(ctx)
 
 	ctx = withReason(ctx, reasonSetup)
-	results := make([]NetResult, 0, len(plans))
-	for i, p := range plans {
+	for i, p := range fresh {
 		if debugEnabled(log) {
 			planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
 		}
@@ -115,11 +146,11 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, lo
 			}
 		}
 		if err == nil {
-			results = append(results, NetResult{Result: res, NetAttachment: p.NetAttachment})
+			results[at[i]].Result = res
 			continue
 		}
 		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
-		return nil, m.failSetup(ctx, pod, plans, i, order, serr, log, hold)
+		return nil, m.failSetup(ctx, pod, fresh, i, order, serr, log, hold)
 	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
@@ -142,7 +173,10 @@ func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*pl
 // failSetup rolls back a setup whose ADD of plans[failed] failed: DEL for
 // it and the attachments before it, in reverse order, under
 // [WithRollbackTimeout]; the attachments after it, never added, leave the
-// record written before the ADDs (recorded). It returns serr once the
+// record written before the ADDs (recorded). plans are the ones this call
+// ran or would have run ADD for: an attachment the sandbox held live
+// before the call is none of them, so it is neither deleted nor dropped
+// from the record. It returns serr once the
 // rollback finished, with its failures; or, when ctx ends first, at once,
 // with serr matching ErrRollbackPending, and the rollback goes on in the
 // background, holding the pod's lock but not the gate (it holds back no

@@ -137,7 +137,8 @@
 // are the requested ones, or eth0, eth1, ... skipping names already taken.
 //
 // When network k fails ADD, the manager runs DEL for network k and then
-// for networks k-1 ... 0, best effort, under its own timeout
+// for those of networks k-1 ... 0 that this call added (see "Repeated
+// setups"), best effort, under its own timeout
 // ([WithRollbackTimeout]), and returns a [SetupError] holding the ADD
 // error and any rollback failures. When the caller's context ends before
 // the rollback does (also when the ADD failed at once and the rollback is
@@ -147,6 +148,44 @@
 // so that the next operation on the sandbox waits for it.
 // [Manager.ForgetPodCache] drops a sandbox's cache entries on purpose,
 // recording their attachments first so that GC still deletes them.
+//
+// # Repeated setups
+//
+// A setup of a sandbox that already holds some of the requested
+// attachments (a runtime retrying RunPodSandbox with the same sandbox ID,
+// two callers racing on one ID, containerd retrying Setup) never runs ADD
+// for them again, and its rollback never deletes them. The CNI spec
+// forbids a second ADD of one (network, container, ifname) without a DEL
+// between them, and plugins refuse it (bridge: "container veth name
+// provided (eth0) already exists"); the rollback of that failed ADD would
+// delete the interface and IP that the first setup returned.
+//
+// An attachment is live when its libcni cache entry is readable and
+// accepted (libcni writes it only once ADD succeeded, and it goes once
+// DEL succeeded) and its line in the order record, if any, records no
+// failed DEL. A line alone, written before an ADD that then failed or
+// crashed, is not live, nor is a corrupt entry, nor an attachment whose
+// DEL failed (a teardown asked for it to go). Under the sandbox's lock,
+// before anything runs, the setup reads the sandbox's inventory and, for
+// each requested attachment:
+//   - not live: it is added as usual;
+//   - live and identical to the request (same network and ifname, the very
+//     config bytes, the same netns, the same CNI_ARGS and runtime-config
+//     capabilities as at its ADD): no plugin runs for it, and its cached
+//     result, converted to the config's version, is its result;
+//   - live and different in any of these, or with a cached result that
+//     cannot be read: the whole setup is refused with an
+//     *[AttachedError] matching [ErrAttachmentLive], before lo, the record
+//     or any plugin is touched. The caller tears the sandbox down first.
+//
+// So an identical repeat returns what the first setup returned, writes
+// nothing and runs no plugin; a request that adds networks to a set-up
+// sandbox adds only those, and rolls back only those. As setups and
+// teardowns of one sandbox hold its lock (see "Locking"), racing callers
+// see each other's complete outcome: every setup that returned success
+// leaves its attachments in place until a teardown of the sandbox runs.
+// The repeat does not run CHECK; [Manager.GetPodNetworkStatusWithContext]
+// does.
 //
 // # Plugin processes
 //
@@ -313,7 +352,8 @@
 // (see [HealPolicy] and [WithHealing]). The retry state lives in the
 // order record, so a later manager on the same cache dir resumes it, and
 // [Manager.PendingTeardowns] lists it. A setup of the same sandbox ID
-// cancels it. Every retry reaches the [PluginHook] with Reason "heal".
+// that runs ADD cancels it. Every retry reaches the [PluginHook] with
+// Reason "heal".
 //
 // # Untrusted files
 //

@@ -69,6 +69,12 @@ var (
 	// ErrPluginOutputLimit is matched by every [*PluginOutputLimitError]:
 	// a plugin printed more than [MaxPluginStdout] or [MaxPluginStderr].
 	ErrPluginOutputLimit = pluginexec.ErrOutputLimit
+	// ErrAttachmentLive is matched by every *[AttachedError]: a setup
+	// asked for an attachment that its sandbox already holds, live (its
+	// ADD succeeded and no DEL was asked for since), in a way that
+	// differs from how it was added. Nothing ran; tear the sandbox down
+	// first.
+	ErrAttachmentLive = errors.New("ocicni: attachment already live")
 )
 
 // Caps on what the default executor keeps of one plugin run's output. A
@@ -96,6 +102,37 @@ const (
 //
 // (It is defined in the internal package that runs plugins.)
 type PluginOutputLimitError = pluginexec.OutputLimitError
+
+// AttachedError refuses a setup, before anything runs, that would ADD an
+// attachment again while the sandbox holds it live: the CNI spec forbids
+// a second ADD of one (network, container, ifname) without a DEL between
+// them, and the rollback of a failed second ADD would delete what the
+// first setup returned. Reason says what differs from the live
+// attachment (its config, netns or runtime arguments); Err is a cause,
+// such as a cached result that cannot be read. It matches
+// [ErrAttachmentLive].
+type AttachedError struct {
+	ContainerID string
+	Network     string
+	IfName      string
+	Reason      string
+	Err         error // optional cause
+}
+
+func (e *AttachedError) Error() string {
+	msg := fmt.Sprintf("ocicni: setting up pod %s: network %q (ifname %q) is already attached and %s; tear the sandbox down first",
+		e.ContainerID, e.Network, e.IfName, e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrAttachmentLive.
+func (e *AttachedError) Is(target error) bool { return target == ErrAttachmentLive }
+
+// Unwrap returns the cause, if any.
+func (e *AttachedError) Unwrap() error { return e.Err }
 
 // PanicError is a panic inside libcni, recovered where the engine calls
 // it: its Op names the verb, File the cache entry libcni may have been
