@@ -67,15 +67,15 @@ func namesOf(tree map[string]int64, id string) []string {
 // A setup on a full disk fails before any plugin runs and leaves the cache
 // dir as it found it, whatever step of the durable record ran out of
 // space and whatever the dir already held: nothing (a node's first pod),
-// or the live record of the same sandbox, set up before with another
-// config, and another sandbox's record sharing that config's saved copy.
-// A setup that fits is torn down on the same full disk, and then leaves
-// nothing of its sandbox.
+// or the live record of the same sandbox, which then keeps its live
+// network and adds a second one, and another sandbox's record sharing
+// the live network's saved copy. A setup that fits is torn down on the
+// same full disk, and then leaves nothing of its sandbox.
 func TestSetupOnFullDiskLeavesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// before sets up what the cache dir holds before the levels; the
-		// env's conf dir is then rewritten with another config.
+		// before sets up what the cache dir holds before the levels; a
+		// second network, net2, is then added to the env's conf dir.
 		before []string
 	}{
 		{name: "fresh"},
@@ -113,8 +113,8 @@ func fullDiskLevel(t *testing.T, free int64, before []string) string {
 			require.NoError(t, err)
 		}
 		require.NoError(t, m.Shutdown())
-		writeConf(t, env.confDir, "10-net.conflist",
-			`{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fake","rewritten":true}]}`)
+		writeConf(t, env.confDir, "20-net2.conflist",
+			`{"cniVersion":"1.0.0","name":"net2","plugins":[{"type":"fake","second":true}]}`)
 	}
 	m, fx := env.manager(t, withConfigGrace(0))
 	got := testenv.FillTo(t, filler, free)
@@ -122,6 +122,9 @@ func fullDiskLevel(t *testing.T, free int64, before []string) string {
 	tree := testenv.Tree(t, env.cacheDir)
 
 	pod := env.pod("pod1")
+	if len(before) > 0 { // pod1 holds net live: it is kept, net2 is added
+		pod.Networks = []NetAttachment{{Name: "net"}, {Name: "net2"}}
+	}
 	_, err := m.SetUpPodWithContext(ctx, pod)
 	after := testenv.Tree(t, env.cacheDir)
 	outcome := setUp
@@ -139,8 +142,11 @@ func fullDiskLevel(t *testing.T, free int64, before []string) string {
 		require.ErrorAs(t, err, &serr)
 		assert.NotEmpty(t, fx.Calls("DEL"), "rolled back")
 		outcome = rolledBack
+		if len(before) > 0 {
+			require.NoError(t, m.TearDownPodWithContext(ctx, env.pod(pod.ID)), "teardown of the live net on the same full disk")
+		}
 	default:
-		require.NoError(t, m.TearDownPodWithContext(ctx, pod), "teardown on the same full disk")
+		require.NoError(t, m.TearDownPodWithContext(ctx, env.pod(pod.ID)), "teardown on the same full disk")
 	}
 	after = testenv.Tree(t, env.cacheDir)
 	assert.Empty(t, namesOf(after, pod.ID), "nothing of the sandbox is left")
