@@ -147,20 +147,24 @@ func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 }
 
 // sync adds and removes watches so that they match the dirs that exist
-// now, and reports whether it added one. A dir made below a watched one
-// before that watch was in place makes no event (MkdirAll of a conf dir
-// several levels below its nearest existing ancestor, racing the watcher),
-// so sync passes again after every pass that added a watch, until a pass
-// adds none: from then on, every wanted dir that exists is watched, and
-// one made later is an event. Each caller loads after sync, so that a
-// file written into a dir before its watch was in place is read.
+// now, and reports whether it watched a dir that it had not watched
+// before. A dir made below a watched one before that watch was in place
+// makes no event (MkdirAll of a conf dir several levels below its nearest
+// existing ancestor, racing the watcher), so sync passes again after
+// every pass that found a new dir, until a pass finds none: from then on,
+// every wanted dir that exists is watched, and one made later is an
+// event. There are at least two passes, since a pass may re-watch a dir
+// that it cannot tell from the one it watched before (see
+// [watcher.syncPass]). Each caller loads after sync, so that a file
+// written into a dir before its watch was in place is read.
 func (w *watcher) sync() bool {
 	added := false
-	for range maxSyncPasses {
-		if !w.syncPass() {
+	for pass := range maxSyncPasses {
+		if w.syncPass() {
+			added = true
+		} else if pass > 0 {
 			return added
 		}
-		added = true
 	}
 	// Dirs keep coming and going; the events of those watched so far, or
 	// the resync, bring the next pass.
@@ -168,36 +172,41 @@ func (w *watcher) sync() bool {
 	return added
 }
 
-// syncPass makes one pass of [watcher.sync] and reports whether it added
-// a watch. A dir is watched again when fsnotify no longer lists it (it
-// drops the watch of a dir deleted or moved away), or when the dir at its
-// path is not the one watched (replaced by a new one, whose removal event
-// fsnotify may not have handled yet).
+// syncPass makes one pass of [watcher.sync], and reports whether it found
+// a dir new: not watched before, dropped by fsnotify (as it does for a
+// dir deleted or moved away), or not the dir that was watched at its path.
+//
+// It adds the watch of every wanted dir again, new or not: fsnotify may
+// still list the watch of a dir that was deleted, and a dir made in its
+// place may have its inode number (ext4 reuses them at once), so neither
+// the list nor a stat tells that the watch is dead. Adding it again
+// watches the dir at the path now, and costs nothing when that is the
+// dir watched already.
 func (w *watcher) syncPass() bool {
 	want := w.wanted()
 	have := map[string]bool{}
 	for _, d := range w.fsw.WatchList() {
 		have[d] = true
 	}
-	added := false
+	found := false
 	for d := range want {
 		// Stat before the watch: should d be replaced in between, the next
-		// pass sees a dir other than the one recorded, and watches again.
+		// pass sees a dir other than the one recorded.
 		fi, err := os.Stat(d)
 		if err != nil {
 			continue // gone since wanted looked: an event of its parent's watch
-		}
-		if old, ok := w.watched[d]; ok && have[d] && os.SameFile(old, fi) {
-			continue
 		}
 		if err := w.addWatch(d); err != nil {
 			if !errors.Is(err, fs.ErrNotExist) { // gone since the stat: as above
 				w.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
 			}
+			delete(w.watched, d)
 			continue
 		}
+		if old, ok := w.watched[d]; !ok || !have[d] || !os.SameFile(old, fi) {
+			found = true
+		}
 		w.watched[d] = fi
-		added = true
 	}
 	for d := range have {
 		if !want[d] {
@@ -210,7 +219,7 @@ func (w *watcher) syncPass() bool {
 			delete(w.watched, d)
 		}
 	}
-	return added
+	return found
 }
 
 // wanted returns the dirs to watch now: the target dirs that exist, the

@@ -60,6 +60,36 @@ func TestWatchSyncFindsDirsMadeBeforeTheWatch(t *testing.T) {
 	}
 }
 
+// A conf dir deleted and made again can get the inode number of the old
+// one, while fsnotify still lists the old one's dead watch: neither tells
+// sync that the dir is new. Deterministic: no goroutine reads the events,
+// so fsnotify's reader, blocked on sending the event of a file made
+// first, does not drop the dead watch before sync; the record of the
+// watched dir is made to match the new one, as a reused inode number
+// would.
+func TestWatchSyncRewatchesADirThatLooksTheSame(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	confDir := filepath.Join(root, "net.d")
+	require.NoError(t, os.Mkdir(confDir, 0o755))
+	w, err := newWatcher(confDir, nil, 0, nil, logrus.NewEntry(logrus.New()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.fsw.Close() })
+
+	require.NoError(t, os.WriteFile(filepath.Join(root, "first"), nil, 0o644))
+	require.NoError(t, os.Remove(confDir))
+	require.NoError(t, os.Mkdir(confDir, 0o755))
+	fi, err := os.Stat(confDir)
+	require.NoError(t, err)
+	w.watched[confDir] = fi // as if the new dir had the old one's inode number
+	require.Contains(t, w.fsw.WatchList(), confDir, "fsnotify still lists the dead watch")
+	w.sync()
+
+	p := filepath.Join(confDir, "10-a.conflist")
+	require.NoError(t, os.WriteFile(p, nil, 0o644))
+	requireEvent(t, w, p)
+}
+
 // requireEvent waits for an event on path from the watcher's fsnotify
 // watcher, which no goroutine of the watcher reads (run is not started).
 func requireEvent(t *testing.T, w *watcher, path string) {
