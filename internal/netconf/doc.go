@@ -100,8 +100,13 @@
 // With [Config].Watch the loader watches the conf dir, its sub-folders and
 // the bin dirs with fsnotify, and each target's parent (or nearest
 // existing ancestor), so that a dir created late, or deleted and
-// recreated, is picked up; the watches are checked again every 30 s in
-// case an event was lost. A file staged in the conf dir under a name that
+// recreated, is picked up. A dir made below a watched one before its own
+// watch is in place makes no event, so each change of the dirs is
+// followed by passes that list the dirs and watch them until a pass finds
+// none new, and then by a load: a conf dir made several levels deep, and
+// the files written into it before its watch, are seen at once, not at
+// the resync. The watches are checked again every 30 s in case an event
+// was lost. A file staged in the conf dir under a name that
 // is not read (such as 10-a.conflist.tmp) counts only when it is renamed
 // into place. The first event of a burst loads at once, and the events
 // that follow within the debounce window are gathered into one trailing

@@ -29,6 +29,11 @@ const (
 	// resyncInterval is how often the watcher re-checks that its watches
 	// are in place, in case an event was lost.
 	resyncInterval = 30 * time.Second
+	// maxSyncPasses bounds the passes of one [watcher.sync], so that dirs
+	// made and removed without end cannot hold the watcher goroutine. A
+	// sync needs one pass per missing level of a target's path, and one
+	// more.
+	maxSyncPasses = 64
 )
 
 // watcher runs a load when the conf dir or a bin dir changes. Each target
@@ -54,11 +59,17 @@ type watcher struct {
 	load func(ctx context.Context, provisional bool) (unconfirmed bool)
 	log  *logrus.Entry
 	fsw  *fsnotify.Watcher
+	// addWatch adds a watch (fsw.Add; tests wrap it to make dirs race
+	// the watch).
+	addWatch func(dir string) error
 
 	// Owned by the goroutine that runs [watcher.run].
 	deb     debouncer
 	timer   *time.Timer     // fires the trailing load
 	subDirs map[string]bool // the conf dir's sub-folders at the last sync
+	// watched holds each dir that sync watched, as it was stat'ed just
+	// before its watch was added.
+	watched map[string]os.FileInfo
 	// linkTargets are the files that symlinked configs led to at the last
 	// sync; their directories are watched too.
 	linkTargets map[string]bool
@@ -128,38 +139,87 @@ func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 		load:    load,
 		log:     log.WithField("component", "watcher"),
 		fsw:     fsw,
+		watched: map[string]os.FileInfo{},
 	}
+	w.addWatch = fsw.Add
 	w.sync()
 	return w, nil
 }
 
 // sync adds and removes watches so that they match the dirs that exist
-// now. It reports whether a target dir is newly watched.
+// now, and reports whether it watched a dir that it had not watched
+// before. A dir made below a watched one before that watch was in place
+// makes no event (MkdirAll of a conf dir several levels below its nearest
+// existing ancestor, racing the watcher), so sync passes again after
+// every pass that found a new dir, until a pass finds none: from then on,
+// every wanted dir that exists is watched, and one made later is an
+// event. There are at least two passes, since a pass may re-watch a dir
+// that it cannot tell from the one it watched before (see
+// [watcher.syncPass]). Each caller loads after sync, so that a file
+// written into a dir before its watch was in place is read.
 func (w *watcher) sync() bool {
+	added := false
+	for pass := range maxSyncPasses {
+		if w.syncPass() {
+			added = true
+		} else if pass > 0 {
+			return added
+		}
+	}
+	// Dirs keep coming and going; the events of those watched so far, or
+	// the resync, bring the next pass.
+	w.log.Debug("CNI directories keep changing; watches may lag until the next event")
+	return added
+}
+
+// syncPass makes one pass of [watcher.sync], and reports whether it found
+// a dir new: not watched before, dropped by fsnotify (as it does for a
+// dir deleted or moved away), or not the dir that was watched at its path.
+//
+// It adds the watch of every wanted dir again, new or not: fsnotify may
+// still list the watch of a dir that was deleted, and a dir made in its
+// place may have its inode number (ext4 reuses them at once), so neither
+// the list nor a stat tells that the watch is dead. Adding it again
+// watches the dir at the path now, and costs nothing when that is the
+// dir watched already.
+func (w *watcher) syncPass() bool {
 	want := w.wanted()
 	have := map[string]bool{}
 	for _, d := range w.fsw.WatchList() {
 		have[d] = true
 	}
-	added := false
+	found := false
 	for d := range want {
-		if have[d] {
+		// Stat before the watch: should d be replaced in between, the next
+		// pass sees a dir other than the one recorded.
+		fi, err := os.Stat(d)
+		if err != nil {
+			continue // gone since wanted looked: an event of its parent's watch
+		}
+		if err := w.addWatch(d); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) { // gone since the stat: as above
+				w.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
+			}
+			delete(w.watched, d)
 			continue
 		}
-		if err := w.fsw.Add(d); err != nil {
-			w.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
-			continue
+		if old, ok := w.watched[d]; !ok || !have[d] || !os.SameFile(old, fi) {
+			found = true
 		}
-		if slices.Contains(w.targets, d) {
-			added = true
-		}
+		w.watched[d] = fi
 	}
 	for d := range have {
 		if !want[d] {
+			// Not watched by fsnotify any more when the dir is gone: ErrNonExistentWatch.
 			_ = w.fsw.Remove(d)
 		}
 	}
-	return added
+	for d := range w.watched {
+		if !want[d] {
+			delete(w.watched, d)
+		}
+	}
+	return found
 }
 
 // wanted returns the dirs to watch now: the target dirs that exist, the

@@ -53,7 +53,9 @@ func TestGateHoldsBackStdin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plugin := testenv.Script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
+			// The pid file comes through a rename, whole: the test never
+			// reads it created but not yet written.
+			plugin := testenv.Script(t, `echo $$ > "$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"; exec cat > "$DIR/conf"`)
 			e := New(nil)
 			gate := NewGate()
 			ctx := WithGate(context.Background(), gate)
@@ -63,7 +65,7 @@ func TestGateHoldsBackStdin(t *testing.T) {
 				done <- err
 			}()
 			pid := testenv.WaitPid(t, filepath.Join(dir, "pid"))
-			require.Eventually(t, func() bool { return blockedOnStdin(t, pid) }, 10*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return blockedOnStdin(t, pid) }, testenv.BarrierTimeout, time.Millisecond,
 				"the plugin waits on its stdin")
 			conf, err := os.ReadFile(filepath.Join(dir, "conf"))
 			require.NoError(t, err)

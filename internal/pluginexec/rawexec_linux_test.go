@@ -105,15 +105,20 @@ func TestExecMatchesRawExec(t *testing.T) {
 // caller's: see pkg/ocicni's managedExec).
 func TestExecKillsProcessGroupWhenContextEnds(t *testing.T) {
 	t.Parallel()
+	// The context ends once the pids are known: a deadline set to a time
+	// could pass before the plugin wrote them on a loaded machine.
 	cases := []struct {
-		name   string
-		ctx    func() (context.Context, context.CancelFunc)
-		cancel bool // cancel once the pids are known, rather than wait for the deadline
+		name string
+		ctx  func() (ctx context.Context, end func())
 	}{
-		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true},
-		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 2*time.Second)
-		}, false},
+		{"cancelled", func() (context.Context, func()) {
+			ctx, cancel := context.WithCancel(context.Background())
+			return ctx, cancel
+		}},
+		{"deadline", func() (context.Context, func()) {
+			ctx := testenv.NewExpiringContext()
+			return ctx, ctx.Expire
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,14 +128,12 @@ func TestExecKillsProcessGroupWhenContextEnds(t *testing.T) {
 sleep 1000 &
 echo $! > `+dir+`/c.tmp && mv `+dir+`/c.tmp `+dir+`/child.pid
 wait`)
-			ctx, cancel := tc.ctx()
-			defer cancel()
+			ctx, end := tc.ctx()
+			defer end()
 			done := testenv.ExecAsync(ctx, execTo(&bytes.Buffer{}), plugin, nil, nil)
 			pluginPid := testenv.WaitPid(t, filepath.Join(dir, "plugin.pid"))
 			childPid := testenv.WaitPid(t, filepath.Join(dir, "child.pid"))
-			if tc.cancel {
-				cancel()
-			}
+			end()
 
 			err := testenv.RequireReturns(t, done)
 			var cniErr *types.Error

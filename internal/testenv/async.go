@@ -21,23 +21,36 @@ func Script(tb testing.TB, body string) string {
 }
 
 // WaitPid waits for a script to write a pid to path and makes sure that
-// process does not outlive the test.
+// that process does not outlive the test. The deadline, [BarrierTimeout],
+// bounds how long a plugin may take to start on a loaded machine; a pid
+// file with something else than a pid in it fails at once.
 func WaitPid(tb testing.TB, path string) int {
 	tb.Helper()
 	var pid int
+	var err error
+	// The check runs in a goroutine of require.Eventually, where the test
+	// must not fail: it reports to this one.
 	require.Eventually(tb, func() bool {
-		pid = ReadPidFile(tb, path)
-		return pid != 0
-	}, 10*time.Second, 5*time.Millisecond, "pid file %s", path)
+		pid, err = readPidFile(path)
+		return pid != 0 || err != nil
+	}, BarrierTimeout, 5*time.Millisecond, "pid file %s", path)
+	require.NoError(tb, err)
 	KillOnCleanup(tb, pid)
 	return pid
 }
 
-// RequireGone waits for process pid, described by what, to be gone.
+// RequireGone waits for process pid, described by what, to be gone; the
+// deadline, [BarrierTimeout], bounds how long a killed process may take
+// to end on a loaded machine.
 func RequireGone(tb testing.TB, pid int, what string) {
 	tb.Helper()
-	require.Eventually(tb, func() bool { return ProcessGone(tb, pid) }, 10*time.Second, 5*time.Millisecond,
-		"%s (pid %d) is still running", what, pid)
+	var err error
+	require.Eventually(tb, func() bool {
+		var gone bool
+		gone, err = processGone(pid)
+		return gone || err != nil
+	}, BarrierTimeout, 5*time.Millisecond, "%s (pid %d) is still running", what, pid)
+	require.NoError(tb, err)
 }
 
 // ExecAsync runs e.ExecPlugin in a goroutine and returns its error

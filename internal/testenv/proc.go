@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
@@ -12,22 +13,40 @@ import (
 )
 
 // ReadPidFile returns the pid written to path, or 0 while path does not
-// exist yet. It fails the test if the file holds something else.
+// exist yet or is still empty: a shell's `echo $$ > file` creates the
+// file before it writes to it, and a loaded machine can run the reader
+// in between. It fails the test if the file holds something else.
 func ReadPidFile(tb testing.TB, path string) int {
 	tb.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0
-	}
+	pid, err := readPidFile(path)
 	if err != nil {
 		tb.Fatalf("testenv: %v", err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		tb.Fatalf("testenv: pid file %s holds %q", path, b)
-	}
 	return pid
 }
+
+// readPidFile is [ReadPidFile] with the failure returned, for callers
+// that poll from another goroutine.
+func readPidFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return 0, nil // created, not written yet
+	}
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%w: %s holds %q", errBadPidFile, path, b)
+	}
+	return pid, nil
+}
+
+var errBadPidFile = errors.New("testenv: bad pid file")
 
 // ProcessGone reports whether process pid has ended: /proc has no entry
 // for it, or it is a zombie that its parent has not reaped yet (an
@@ -35,22 +54,34 @@ func ReadPidFile(tb testing.TB, path string) int {
 // Linux only.
 func ProcessGone(tb testing.TB, pid int) bool {
 	tb.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return true
-	}
+	gone, err := processGone(pid)
 	if err != nil {
 		tb.Fatalf("testenv: %v", err)
+	}
+	return gone
+}
+
+// processGone is [ProcessGone] with the failure returned, for callers
+// that poll from another goroutine.
+func processGone(pid int) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
 	}
 	// The state follows the command name, which is in parentheses and may
 	// itself hold ")": "pid (comm) S ppid ...".
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		tb.Fatalf("testenv: cannot parse /proc/%d/stat: %q", pid, b)
+		return false, fmt.Errorf("%w: /proc/%d/stat: %q", errBadProcStat, pid, b)
 	}
 	state := b[i+2]
-	return state == 'Z' || state == 'X'
+	return state == 'Z' || state == 'X', nil
 }
+
+var errBadProcStat = errors.New("testenv: cannot parse")
 
 // KillOnCleanup makes sure process pid does not outlive the test: when the
 // test ends it is sent SIGKILL unless it has already ended. Tests register

@@ -258,7 +258,7 @@ func TestWatchRemove(t *testing.T) {
 
 func TestWatchConfDirCreatedLate(t *testing.T) {
 	t.Parallel()
-	for _, rel := range []string{"net.d", "a/b/net.d"} {
+	for _, rel := range []string{"net.d", "a/b/net.d", "a/b/c/net.d"} {
 		t.Run(rel, func(t *testing.T) {
 			t.Parallel()
 			e := newWatchEnv(t)

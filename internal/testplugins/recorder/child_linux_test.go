@@ -87,7 +87,7 @@ func TestChildPidFile(t *testing.T) {
 			require.Len(t, calls, 1, "the child logs no call")
 
 			require.NoError(t, syscall.Kill(child, syscall.SIGKILL))
-			require.Eventually(t, func() bool { return testenv.ProcessGone(t, child) }, 10*time.Second, 10*time.Millisecond)
+			testenv.RequireGone(t, child, "the child")
 		})
 	}
 }
