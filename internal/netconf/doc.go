@@ -106,7 +106,9 @@
 // none new, and then by a load: a conf dir made several levels deep, and
 // the files written into it before its watch, are seen at once, not at
 // the resync. The watches are checked again every 30 s in case an event
-// was lost. A file staged in the conf dir under a name that
+// was lost, and every second while the conf dir is missing: a watch added
+// to an ancestor that is being removed, as a tree is removed and made
+// again at once, is dead, and gets no event of the new tree. A file staged in the conf dir under a name that
 // is not read (such as 10-a.conflist.tmp) counts only when it is renamed
 // into place. The first event of a burst loads at once, and the events
 // that follow within the debounce window are gathered into one trailing

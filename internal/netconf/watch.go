@@ -29,6 +29,13 @@ const (
 	// resyncInterval is how often the watcher re-checks that its watches
 	// are in place, in case an event was lost.
 	resyncInterval = 30 * time.Second
+	// missingPoll is how often the watcher syncs while the conf dir is
+	// missing. A watch can be added to an ancestor that is being removed
+	// (RemoveAll of a tree that is made again at once); it is dead, gets no
+	// event of the new tree, and nothing above it is watched. The poll
+	// bounds that wait, at the cost of a few stats a second while a node
+	// has no conf dir.
+	missingPoll = time.Second
 	// maxSyncPasses bounds the passes of one [watcher.sync], so that dirs
 	// made and removed without end cannot hold the watcher goroutine. A
 	// sync needs one pass per missing level of a target's path, and one
@@ -331,10 +338,19 @@ func (w *watcher) run(ctx context.Context) {
 		<-w.timer.C
 	}
 	w.updateReady()
+	poll := time.NewTimer(missingPoll)
+	defer poll.Stop()
 	for {
+		if !isDir(w.confDir) {
+			poll.Reset(missingPoll) // see missingPoll
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-poll.C:
+			if w.sync() {
+				w.changed(ctx)
+			}
 		case ev, ok := <-w.fsw.Events:
 			if !ok {
 				return
