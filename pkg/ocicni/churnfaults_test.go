@@ -229,7 +229,7 @@ func (c *churn) restoreAll() {
 			}
 		}
 		return true
-	}, 10*time.Second, 5*time.Millisecond, "the watcher loads the restored configs")
+	}, testenv.BarrierTimeout, 5*time.Millisecond, "the watcher loads the restored configs")
 }
 
 // hangWatch cancels a setup once a hung ADD has shown up in the hang

@@ -6,7 +6,6 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,12 +31,14 @@ func TestFIFOAddedLaterBlocksNeitherReloadsNorPodsNorShutdown(t *testing.T) {
 		Name: "p", Namespace: "ns", ID: "0123abcd", NetNS: t.TempDir(),
 		Networks: []NetAttachment{{Name: "unknown"}},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// A FIFO that was opened would block for good: the bounds only tell
+	// that from an answer.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.BarrierTimeout)
 	defer cancel()
 	var err error
-	testenv.Within(t, 4*time.Second, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
+	testenv.Within(t, 2*testenv.BarrierTimeout, "SetUpPod", func() { _, err = m.SetUpPodWithContext(ctx, pod) })
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 	require.NoError(t, ctx.Err(), "answered before the context ended")
 
-	testenv.Within(t, 4*time.Second, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
+	testenv.Within(t, testenv.BarrierTimeout, "Shutdown", func() { require.NoError(t, m.Shutdown()) })
 }

@@ -39,9 +39,9 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 			}
 		}
 		return plugin != 0
-	}, 10*time.Second, 5*time.Millisecond, "the hung ADD was logged")
+	}, testenv.BarrierTimeout, 5*time.Millisecond, "the hung ADD was logged")
 
-	ctx.expire() // the deadline passes while the ADD hangs
+	ctx.Expire() // the deadline passes while the ADD hangs
 	err := testenv.RequireReturns(t, done)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var se *SetupError

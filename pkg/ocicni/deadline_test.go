@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,35 +16,9 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
-// expiringCtx is a context whose deadline passes when the test calls
-// expire, rather than at a time that a loaded machine may reach before the
-// step it must interrupt has started. Once expired, Done is closed and Err
-// is context.DeadlineExceeded, as when a real deadline passes, and the
-// contexts derived from it see the same.
-type expiringCtx struct {
-	done chan struct{}
-	once sync.Once
-}
-
-var _ context.Context = (*expiringCtx)(nil)
-
-func newExpiringCtx() *expiringCtx { return &expiringCtx{done: make(chan struct{})} }
-
-func (c *expiringCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c *expiringCtx) Done() <-chan struct{}       { return c.done }
-func (c *expiringCtx) Value(any) any               { return nil }
-
-func (c *expiringCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-// expire makes the deadline pass.
-func (c *expiringCtx) expire() { c.once.Do(func() { close(c.done) }) }
+// newExpiringCtx returns a context whose deadline passes when the test
+// calls Expire (see testenv.ExpiringContext).
+func newExpiringCtx() *testenv.ExpiringContext { return testenv.NewExpiringContext() }
 
 // deadlineNets are the barriers of the "slow" network of [deadlineEnv].
 type deadlineNets struct {
@@ -64,7 +37,7 @@ func deadlinePod(t *testing.T, e *itEnv, m *Manager, d deadlineNets) (PodNetwork
 	ctx := newExpiringCtx()
 	done := setUpAsync(ctx, m, pod)
 	d.add.WaitEntered(t, 1)
-	ctx.expire()
+	ctx.Expire()
 	err := testenv.RequireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending, "returned before the rollback finished")
@@ -278,7 +251,7 @@ func TestSetupDeadlineAfterFastFailureWithSlowRollback(t *testing.T) {
 
 	del.WaitEntered(t, 1) // the ADD failed and the rollback is held, with the caller's context still live
 	testenv.RequirePending(t, done, "the setup returned before its deadline while the rollback ran")
-	ctx.expire()
+	ctx.Expire()
 	err := testenv.RequireDone(t, done, "SetUpPod at its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)

@@ -52,13 +52,13 @@ func requireHeldWhenReturned(t *testing.T, b *testenv.Barrier) {
 // network at barrier b in verb, lets ctx's deadline pass, and requires the
 // call to return with the deadline's error while the plugin is still held,
 // and that plugin to be killed. It returns the call's error.
-func expireWhileHeld(t *testing.T, e *itEnv, b *testenv.Barrier, ctx *expiringCtx, done <-chan error,
+func expireWhileHeld(t *testing.T, e *itEnv, b *testenv.Barrier, ctx *testenv.ExpiringContext, done <-chan error,
 	verb, network, what string,
 ) error {
 	t.Helper()
 	b.WaitEntered(t, 1)
 	plugin := heldCall(t, e, verb, network).PID
-	ctx.expire()
+	ctx.Expire()
 	err := testenv.RequireDone(t, done, what+" after its deadline")
 	requireHeldWhenReturned(t, b)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -192,7 +192,7 @@ func TestTeardownLockWaitReturnsAtDeadline(t *testing.T) {
 	teardown := runAsync(func() error { return m.TearDownPodWithContext(ctx, pod) })
 	require.Eventually(t, func() bool { return podLockRefs(m, pod.ID) == 2 }, testenv.BarrierTimeout, 5*time.Millisecond,
 		"the teardown waits for the pod's lock, which the setup holds")
-	ctx.expire()
+	ctx.Expire()
 	err := testenv.RequireDone(t, teardown, "TearDownPod waiting for the pod's lock after its deadline")
 	requireHeldWhenReturned(t, add)
 

@@ -30,13 +30,14 @@ func TestExecKilledPluginWrapsContextError(t *testing.T) {
 	cases := []struct {
 		name   string
 		ctx    func() (context.Context, context.CancelFunc)
-		cancel bool // cancel once the plugin runs, rather than wait for the deadline
+		cancel bool // end the context once the plugin runs (a deadline passes then)
 		want   error
 	}{
 		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, context.Canceled},
 		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 2*time.Second)
-		}, false, context.DeadlineExceeded},
+			ctx := testenv.NewExpiringContext()
+			return ctx, ctx.Expire
+		}, true, context.DeadlineExceeded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +129,7 @@ func TestAddGateKilledPluginIsNoRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plugin := testenv.Script(t, `echo $$ > "$DIR/pid"; exec cat > "$DIR/conf"`)
+			plugin := testenv.Script(t, `echo $$ > "$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"; exec cat > "$DIR/conf"`)
 			var mu sync.Mutex
 			runs := 0
 			e := managedExec{
@@ -142,7 +143,7 @@ func TestAddGateKilledPluginIsNoRun(t *testing.T) {
 			require.Eventually(t, func() bool {
 				_, err := os.Stat(filepath.Join(dir, "conf"))
 				return err == nil
-			}, 10*time.Second, time.Millisecond, "the plugin opened its output")
+			}, testenv.BarrierTimeout, time.Millisecond, "the plugin opened its output")
 
 			gate.Release(tc.gate)
 			err := testenv.RequireReturns(t, done)

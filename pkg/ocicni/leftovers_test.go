@@ -265,7 +265,7 @@ func pluginProcesses(t *testing.T) []string {
 // processes to go.
 func (e *itEnv) requireNoLeftovers(networks map[string]testenv.Net, netnsPaths []string) *leftovers {
 	e.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testenv.BarrierTimeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		ports := 0
 		for _, n := range networks {
 			ports += len(bridgePorts(e.t, n.Bridge))

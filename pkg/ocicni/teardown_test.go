@@ -230,7 +230,7 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 	ctx := newExpiringCtx()
 	done := setUpAsync(ctx, m, pod)
 	held.WaitEntered(t, 1)
-	ctx.expire()
+	ctx.Expire()
 	err := testenv.RequireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)

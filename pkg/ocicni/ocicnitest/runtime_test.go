@@ -199,7 +199,7 @@ func TestHungSetupRollsBackInBackground(t *testing.T) {
 	_, err := m.SetUpPodWithContext(ctx, ocicni.PodNetwork{Name: "p", Namespace: "ns", ID: "pod", NetNS: env.NetNS(t, "pod")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ocicni.ErrRollbackPending)
-	require.Eventually(t, func() bool { return len(env.Exec.Calls("DEL")) == 1 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return len(env.Exec.Calls("DEL")) == 1 }, 30*time.Second, 5*time.Millisecond,
 		"the rollback's DEL runs in the background")
 	releaseDEL()
 	// The next operation on the pod waits for the rollback.
