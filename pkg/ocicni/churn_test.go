@@ -201,7 +201,7 @@ func TestChurnUnderFaults(t *testing.T) {
 	removed := c.removeAllNetns()
 	left = e.requireNoLeftovers(networks, nil)
 	left.NetnsHandles = netnsHandles(t)
-	assert.Empty(t, left.NetnsHandles, "the process's handles on network namespaces other than its own")
+	assert.Empty(t, left.NetnsHandles, "the process's handles on namespaces other than the network namespace it started in")
 	c.report(pods, left)
 	t.Logf("after removing the %d netns left: %d veths on the bridges, %d handles on network namespaces",
 		removed, portCount(left), len(left.NetnsHandles))

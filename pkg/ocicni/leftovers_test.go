@@ -55,8 +55,8 @@ type leftovers struct {
 	// Processes are plugin processes (binaries of the plugin dir) that
 	// are still running.
 	Processes []string
-	// NetnsHandles are the test process's handles on network namespaces
-	// other than its own (see netnsHandles); filled only by tests that
+	// NetnsHandles are the test process's handles on namespaces other
+	// than its network namespace (see netnsHandles); filled only by tests that
 	// run alone, after every pod netns was removed.
 	NetnsHandles []string
 }
@@ -291,14 +291,15 @@ func portCount(l *leftovers) int {
 }
 
 // netnsHandles lists this process's handles on namespaces other than its
-// own network namespace (its main thread's): open descriptors of a
+// network namespace, the one it started in (its parent's; not its main
+// thread's, which is the one a leak would park): open descriptors of a
 // namespace, whatever path opened it ("fd 7: /run/netns/x (nsfs inode
 // 4026532)"), and threads inside another network namespace ("thread 123:
 // net:[4026532]"). Either keeps a namespace, and the veths in it, alive
 // after its bind mount is removed.
 func netnsHandles(t *testing.T) []string {
 	t.Helper()
-	ownPath := fmt.Sprintf("/proc/self/task/%d/ns/net", os.Getpid())
+	ownPath := fmt.Sprintf("/proc/%d/ns/net", os.Getppid())
 	own, err := os.Readlink(ownPath)
 	require.NoError(t, err)
 	var ownSt syscall.Stat_t
