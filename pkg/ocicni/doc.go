@@ -151,41 +151,19 @@
 //
 // # Repeated setups
 //
-// A setup of a sandbox that already holds some of the requested
-// attachments (a runtime retrying RunPodSandbox with the same sandbox ID,
-// two callers racing on one ID, containerd retrying Setup) never runs ADD
-// for them again, and its rollback never deletes them. The CNI spec
-// forbids a second ADD of one (network, container, ifname) without a DEL
-// between them, and plugins refuse it (bridge: "container veth name
-// provided (eth0) already exists"); the rollback of that failed ADD would
-// delete the interface and IP that the first setup returned.
-//
-// An attachment is live when its libcni cache entry is readable and
-// accepted (libcni writes it only once ADD succeeded, and it goes once
-// DEL succeeded) and its line in the order record, if any, records no
-// failed DEL. A line alone, written before an ADD that then failed or
-// crashed, is not live, nor is a corrupt entry, nor an attachment whose
-// DEL failed (a teardown asked for it to go). Under the sandbox's lock,
-// before anything runs, the setup reads the sandbox's inventory and, for
-// each requested attachment:
-//   - not live: it is added as usual;
-//   - live and identical to the request (same network and ifname, the very
-//     config bytes, the same netns, the same CNI_ARGS and runtime-config
-//     capabilities as at its ADD): no plugin runs for it, and its cached
-//     result, converted to the config's version, is its result;
-//   - live and different in any of these, or with a cached result that
-//     cannot be read: the whole setup is refused with an
-//     *[AttachedError] matching [ErrAttachmentLive], before lo, the record
-//     or any plugin is touched. The caller tears the sandbox down first.
-//
-// So an identical repeat returns what the first setup returned, writes
-// nothing and runs no plugin; a request that adds networks to a set-up
-// sandbox adds only those, and rolls back only those. As setups and
-// teardowns of one sandbox hold its lock (see "Locking"), racing callers
-// see each other's complete outcome: every setup that returned success
-// leaves its attachments in place until a teardown of the sandbox runs.
-// The repeat does not run CHECK; [Manager.GetPodNetworkStatusWithContext]
-// does.
+// A setup never runs ADD again for an attachment its sandbox holds live
+// (a runtime retrying RunPodSandbox with the same ID, callers racing on
+// one ID), and its rollback never deletes one: the spec forbids a second
+// ADD without a DEL between, plugins refuse it ("eth0 already exists"),
+// and that rollback would delete what the first setup returned. An
+// attachment is live when its cache entry is readable and accepted and
+// its record line, if any, records no failed DEL. Under the sandbox's
+// lock, before anything runs, each requested attachment that is live and
+// identical to the request (network, ifname, config bytes, netns, CNI_ARGS
+// and runtime config as at its ADD) gets its cached result and no plugin;
+// one that differs, or whose result cannot be read, refuses the whole
+// setup with an *[AttachedError] ([ErrAttachmentLive]); the others are
+// added, and only they are rolled back. The repeat runs no CHECK.
 //
 // # Plugin processes
 //
@@ -201,20 +179,15 @@
 // returns at most two seconds after the plugin ended, even if that process
 // holds the plugin's stdout or stderr open. Off Unix the executor is
 // invoke.RawExec, which kills the plugin alone. A context that is already
-// done starts no plugin, whatever the executor. The default executor
-// keeps at most [MaxPluginStdout] of a plugin's stdout and
-// [MaxPluginStderr] of its stderr, in memory that cannot grow past them:
-// a plugin that prints more is killed with its group, and its run fails
-// with a [PluginOutputLimitError]. The errors of this package quote at
-// most [PluginOutputQuoteLimit] bytes of a plugin's output, cut with a
-// marker; a [PluginHook] gets all of it. On Unix the default
-// executor runs the plugins of background DELs (GC's DELs of stale
-// attachments, healing's retries) at nice 19, and on Linux at SCHED_IDLE
-// in every thread, so that they leave the CPU to the pods being set up;
-// the GC verbs, which pod operations wait for, keep the manager's
-// priority. As no priority keeps a plugin run from slowing the setups
-// beside it on a small node, GC also paces its DELs while pods are set up
-// (see "Status and GC").
+// done starts no plugin, whatever the executor. The default executor keeps
+// at most [MaxPluginStdout] and [MaxPluginStderr] of a plugin's output, in
+// memory that cannot grow past them: a plugin that prints more is killed
+// with its group ([PluginOutputLimitError]). Errors quote at most
+// [PluginOutputQuoteLimit] bytes of it; a [PluginHook] gets all of it. On
+// Unix, background DELs (GC's, healing's) run at nice 19, and on Linux at
+// SCHED_IDLE in every thread, leaving the CPU to the pods being set up;
+// the GC verbs, which pod operations wait for, do not. GC also paces its
+// DELs while pods are set up (see "Status and GC").
 //
 // # Observability
 //
@@ -297,18 +270,13 @@
 // meanwhile, since starting it takes longer, and waits for its config on
 // stdin; when the record cannot be written, it is killed without having
 // read it and the setup fails with nothing attached (an executor set with
-// [WithExec] is called only once the record is written). Nor does it
-// leave anything written: whichever step failed (a saved config's copy
-// or link, the record's temporary file, a directory sync), at whatever
-// free space, the setup removes the links and copies it made and puts
-// back the record it replaced before it returns, and keeps what an
-// earlier record of the pod, or another pod's, still uses. Only the
-// layout's directories, which the first setup of a node makes, stay. The
-// error names the step and unwraps to the cause (syscall.ENOSPC for a
-// full disk). Teardown and GC need no free space. The manager
-// keeps the shared copies of the configs it saved last when no record
-// links them any more, so that the next pod of the same config links the
-// copy instead of writing it again.
+// [WithExec] is called only once the record is written). Whichever step
+// failed, at whatever free space, the setup takes back the links and
+// copies it made and the record it replaced, keeping what other records
+// use; only the layout's directories stay. The error names the step and
+// unwraps to the cause (syscall.ENOSPC). Teardown and GC need no free
+// space. The shared copies of the configs saved last are kept when no
+// record links them, for the next pod of the same config to link.
 //
 // An attachment leaves the record only once its DEL succeeded or its
 // plugin said it is gone: after a teardown, a rollback or a GC that could
@@ -317,16 +285,11 @@
 // empty; GC removes saved configs that no record uses once they are 10
 // minutes old.
 //
-// Every path reads a sandbox's cache entries, record and saved configs
-// through one merge, its inventory: setup, teardown (and its default
-// network), rollback, healing, status, [Manager.ForgetPodCache], GC's
-// planning and its protection of setups in flight, and
-// [Manager.PendingTeardowns]. So they agree on which attachments it has,
-// and the rule of "Untrusted files" on which entries libcni may read
-// holds on all of them, background ones included. Records are written
-// and listed by one writer, which computes a sandbox's next record from
-// the old one, what a setup added, what was never added and the DELs'
-// outcomes.
+// Every path (setup, teardown, rollback, healing, status, forget, GC and
+// [Manager.PendingTeardowns]) reads a sandbox's cache entries, record and
+// saved configs through one merge, its inventory, so they agree on its
+// attachments and on which entries libcni may read ("Untrusted files").
+// One writer writes and lists the records.
 //
 // # Attachment types
 //
