@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/containernetworking/cni/pkg/types"
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
@@ -65,12 +64,12 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		release()
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
-	reused, err := m.reuseLive(&pod, plans, set, log)
+	had, err := m.reuseLive(&pod, plans, set, log)
 	if err != nil { // a live attachment that differs: touch nothing
 		release()
 		return nil, err
 	}
-	results, err := m.attach(ctx, &pod, plans, reused, log, &setupHold{release: release, dropGate: lease.dropGate})
+	results, err := m.attach(ctx, &pod, plans, had, log, &setupHold{release: release, dropGate: lease.dropGate})
 	if !errors.Is(err, ErrRollbackPending) {
 		release()
 	}
@@ -85,9 +84,9 @@ type setupHold struct {
 }
 
 // attach brings up lo, records the attachments durably and runs ADD for
-// every plan that the sandbox does not hold live already (reused[i] is
+// every plan that the sandbox does not hold live already (had.reused[i] is
 // nil; see [Manager.reuseLive]), holding the pod's lock. A plan it holds
-// live gets its cached result, reused[i], and no plugin; when every plan
+// live gets its cached result, had.reused[i], and no plugin; when every plan
 // is reused nothing runs and nothing is written. lo and the record are
 // done while the first plugin starts, since starting a process takes
 // longer; no plugin receives its config on stdin before they are done,
@@ -100,15 +99,15 @@ type setupHold struct {
 // the rollback goes on in the background, keeps holding the pod's lock
 // (hold, which it then releases) and the returned *SetupError matches
 // ErrRollbackPending. In every other case the caller releases.
-func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, reused []types.Result, log *logrus.Entry,
+func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, had held, log *logrus.Entry,
 	hold *setupHold,
 ) ([]NetResult, error) {
 	results := make([]NetResult, len(plans))
 	var fresh []*plan // the plans to ADD, in order
 	var at []int      // their index in plans
 	for i, p := range plans {
-		results[i] = NetResult{Result: reused[i], NetAttachment: p.NetAttachment}
-		if reused[i] == nil {
+		results[i] = NetResult{Result: had.reused[i], NetAttachment: p.NetAttachment}
+		if had.reused[i] == nil {
 			fresh, at = append(fresh, p), append(at, i)
 		}
 	}
@@ -124,7 +123,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, re
 	var order []cache.Attachment
 	go func(ctx context.Context) {
 		var err error
-		order, err = m.prepareSetup(ctx, pod, plans, log)
+		order, err = m.prepareSetup(ctx, pod, plans, had.record, log)
 		gate.Release(err)
 	}(ctx)
 
@@ -159,11 +158,12 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, re
 // prepareSetup brings up lo in the pod's netns and then records the
 // attachments (see [store.recordSetup]): what must be done before any
 // plugin receives an ADD config. It returns the record.
-func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
+func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry,
+) ([]cache.Attachment, error) {
 	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
-	order, err := m.store.recordSetup(pod, plans, log)
+	order, err := m.store.recordSetup(pod, plans, old, log)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
 	}

@@ -43,13 +43,15 @@ func (st *store) writeRecord(id string, old, next []cache.Attachment, log *logru
 // recordSetup saves the config of every plan and writes the sandbox's
 // order record, both durably, before any ADD runs, so that whatever a
 // crash or a power loss interrupts can still be deleted. It returns the
-// record (see [recordChange.added]). An unreadable record is replaced.
+// record (see [recordChange.added]), which replaces old, the record as
+// the setup's inventory read it under the sandbox's lock (nil for none,
+// or an unreadable one, which is replaced).
 //
 // When a step fails (a full disk, an I/O error), it takes back what it
 // wrote before it returns (see [store.undoSetup]), so that a setup that
 // attached nothing leaves nothing, and what an earlier record of the
 // sandbox, or another sandbox's, still uses stays.
-func (st *store) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) ([]cache.Attachment, error) {
+func (st *store) recordSetup(pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) ([]cache.Attachment, error) {
 	added := make([]cache.Attachment, 0, len(plans))
 	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
@@ -60,7 +62,6 @@ func (st *store) recordSetup(pod *PodNetwork, plans []*plan, log *logrus.Entry) 
 		saves = append(saves, s)
 		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: s.Digest})
 	}
-	old, _ := st.cache.ReadOrder(pod.ID) // an unreadable record is replaced
 	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, st.heal, time.Now(), log)
 	if err := st.writeRecord(pod.ID, old, next, log); err != nil {
 		replaced := errors.Is(err, cache.ErrNotDurable)

@@ -32,14 +32,24 @@ func (s *slot) live() bool {
 	return s.entry != nil && (s.rec == nil || s.rec.Heal == nil)
 }
 
+// held is what a setup's sandbox holds when the setup starts, as its
+// inventory read it under the sandbox's lock (see [Manager.reuseLive]).
+type held struct {
+	// reused[i] is the cached result of plans[i], converted to its
+	// config's version, when the sandbox holds it live and identical to
+	// the plan: no ADD runs for it. It is nil when plans[i] must be added.
+	reused []types.Result
+	// record is the sandbox's order record, which the setup's record
+	// replaces; nil when there is none or it is unreadable.
+	record []cache.Attachment
+}
+
 // reuseLive reads, under the sandbox's lock and before anything runs,
-// which of a setup's plans the sandbox already holds live. reused[i] is
-// the cached result of plans[i], converted to its config's version, when
-// the live attachment is identical to the plan (see [liveDiff]): no ADD
-// runs for it. It is nil when plans[i] is not live and must be added. A
-// live attachment that differs, or whose cached result cannot be read,
-// refuses the setup with an *[AttachedError].
-func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) ([]types.Result, error) {
+// what the sandbox holds: which of a setup's plans it holds live, and its
+// record (see [held]). A live attachment that differs from its plan (see
+// [liveDiff]), or whose cached result cannot be read, refuses the setup
+// with an *[AttachedError].
+func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) (held, error) {
 	atts := make([]NetAttachment, len(plans))
 	for i, p := range plans {
 		atts[i] = p.NetAttachment
@@ -55,18 +65,22 @@ func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log
 			return &AttachedError{ContainerID: pod.ID, Network: p.Name, IfName: p.Ifname, Reason: reason, Err: err}
 		}
 		if reason := liveDiff(s, p); reason != "" {
-			return nil, refuse(reason, nil)
+			return held{}, refuse(reason, nil)
 		}
 		res, err := s.entry.ResultAt(p.list.CNIVersion)
 		switch {
 		case err != nil:
-			return nil, refuse("its cached result cannot be read", err)
+			return held{}, refuse("its cached result cannot be read", err)
 		case res == nil:
-			return nil, refuse("its cache entry holds no result", nil)
+			return held{}, refuse("its cache entry holds no result", nil)
 		}
 		reused[i] = res
 	}
-	return reused, nil
+	h := held{reused: reused}
+	if inv.recordErr == nil { // an unreadable record is replaced
+		h.record = inv.record
+	}
+	return h, nil
 }
 
 // liveDiff returns what differs between the live attachment s and the
