@@ -221,23 +221,12 @@ printf '{"cniVersion":"1.0.0"}'`)
 // TestExecDoneContextStartsNoPlugin: with a context that is already done,
 // the executor starts no plugin and returns the context's error.
 func TestExecDoneContextStartsNoPlugin(t *testing.T) {
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel2()
-	ctxs := map[string]struct {
-		ctx  context.Context
-		want error
-	}{
-		"cancelled": {cancelled, context.Canceled},
-		"expired":   {expired, context.DeadlineExceeded},
-	}
-	for name, c := range ctxs {
+	for name, c := range testenv.DoneContexts(t) {
 		t.Run(name, func(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "ran")
 			plugin := testenv.Script(t, `touch `+marker)
-			_, err := execTo(&bytes.Buffer{}).ExecPlugin(c.ctx, plugin, nil, nil)
-			require.ErrorIs(t, err, c.want, "the executor returns the context's error")
+			_, err := execTo(&bytes.Buffer{}).ExecPlugin(c.Ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.Want, "the executor returns the context's error")
 			assert.NoFileExists(t, marker, "the plugin never ran")
 			var cniErr *types.Error
 			require.NotErrorAs(t, err, &cniErr, "no plugin error: no plugin ran")

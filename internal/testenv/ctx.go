@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -41,3 +42,23 @@ func (c *ExpiringContext) Err() error {
 
 // Expire makes the deadline pass. Calling it again does nothing.
 func (c *ExpiringContext) Expire() { c.once.Do(func() { close(c.done) }) }
+
+// DoneContext is a context that is already done, and the error it reports.
+type DoneContext struct {
+	Ctx  context.Context
+	Want error
+}
+
+// DoneContexts returns, by name, a cancelled context and one whose
+// deadline has passed: what a call that must start nothing is given.
+func DoneContexts(tb testing.TB) map[string]DoneContext {
+	tb.Helper()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	tb.Cleanup(cancel2)
+	return map[string]DoneContext{
+		"cancelled": {cancelled, context.Canceled},
+		"expired":   {expired, context.DeadlineExceeded},
+	}
+}

@@ -77,25 +77,14 @@ func (c *execCounter) ExecPlugin(ctx context.Context, pluginPath string, stdinDa
 // the manager's executor calls no executor (whatever WithExec gave it),
 // and returns the context's error.
 func TestExecDoneContextStartsNoPlugin(t *testing.T) {
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel2()
-	ctxs := map[string]struct {
-		ctx  context.Context
-		want error
-	}{
-		"cancelled": {cancelled, context.Canceled},
-		"expired":   {expired, context.DeadlineExceeded},
-	}
-	for name, c := range ctxs {
+	for name, c := range testenv.DoneContexts(t) {
 		t.Run(name, func(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "ran")
 			plugin := testenv.Script(t, `touch `+marker)
 			inner := &execCounter{Exec: pluginexec.New(&bytes.Buffer{})}
 
-			_, err := managedExec{inner: inner}.ExecPlugin(c.ctx, plugin, nil, nil)
-			require.ErrorIs(t, err, c.want)
+			_, err := managedExec{inner: inner}.ExecPlugin(c.Ctx, plugin, nil, nil)
+			require.ErrorIs(t, err, c.Want)
 			assert.Zero(t, inner.calls, "managedExec did not call the inner executor")
 			assert.NoFileExists(t, marker, "the plugin never ran")
 			var cniErr *types.Error
