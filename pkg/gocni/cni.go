@@ -3,6 +3,7 @@ package cni
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 
 	"github.com/seed-671fdd43/ocicni/internal/enginehook"
@@ -49,6 +50,10 @@ type Face struct {
 	mu       sync.RWMutex // guards cfg and lastLoad
 	cfg      config
 	lastLoad []Opt // the options of the last load, run again by ready
+
+	// collected shuts the engine down once the face is unreachable; see
+	// New. Shutdown stops it.
+	collected runtime.Cleanup
 }
 
 // New returns a [CNI] whose dynamic type is [*Face]. It applies opts in
@@ -68,7 +73,7 @@ func New(opts ...Opt) (CNI, error) {
 	}
 	src := &netconf.MemorySource{}
 	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+2)
-	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...))
+	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...), ocicni.WithArgsAsGiven())
 	engineOpts = append(engineOpts, cfg.engineOpts...)
 	engineOpts = append(engineOpts, withMemory(src)) // also turns the engine's watcher off
 	engine, err := ocicni.New(engineOpts...)
@@ -84,6 +89,14 @@ func New(opts ...Opt) (CNI, error) {
 		_ = f.Shutdown() // never fails
 		return nil, loadErr
 	}
+	// Code written for go-cni has no Shutdown to call, and may call New
+	// more than once: a face that becomes unreachable shuts its engine
+	// down (its healing loop, its index of the cache dir), off the
+	// cleanup goroutine since Shutdown waits. Nothing the engine holds
+	// refers back to the face.
+	f.collected = runtime.AddCleanup(f, func(m *ocicni.Manager) {
+		go func() { _ = m.Shutdown() }()
+	}, engine)
 	return f, nil
 }
 
@@ -94,8 +107,13 @@ func (f *Face) Engine() *ocicni.Manager { return f.engine }
 // Shutdown stops the engine (see [ocicni.Manager.Shutdown]). Call it
 // last: the face does not serve afterwards. The face keeps nothing on
 // disk of its own, so a runtime that never calls Shutdown (go-cni has
-// none) leaves nothing behind either.
-func (f *Face) Shutdown() error { return f.engine.Shutdown() }
+// none) leaves nothing behind either, and a face that becomes
+// unreachable without it shuts its engine down when the garbage
+// collector finds it so.
+func (f *Face) Shutdown() error {
+	f.collected.Stop()
+	return f.engine.Shutdown()
+}
 
 // GetConfig returns a copy of the configuration and of the loaded
 // networks, the loopback network included.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/pkg/gocni"
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni/ocicnitest"
 )
 
@@ -67,6 +68,65 @@ func TestNamespaceOptionsReachThePlugin(t *testing.T) {
 	assert.Equal(t, []any{[]any{map[string]any{"subnet": "10.1.0.0/16"}}}, rc["ipRanges"])
 	assert.Equal(t, map[string]any{"k": "v"}, rc["io.kubernetes.cri.pod-annotations"])
 	assert.InDelta(t, 7, rc["custom"], 0)
+}
+
+// Plugins receive the caller's CNI_ARGS pairs and nothing else, as with
+// go-cni: no pair of the engine's, none of the process's CNI_ARGS
+// variable, and IP and MAC given with WithArgs (see bench/gocni's
+// TestArgsMatchGoCNI for both libraries side by side, and
+// TestRealStaticIPThroughArgs for host-local honouring IP).
+func TestPluginsGetTheCallersArgsOnly(t *testing.T) {
+	t.Setenv("CNI_ARGS", "LEAKED=1;K8S_POD_NAME=leaked")
+	tests := []struct {
+		name string
+		opts []cni.NamespaceOpts
+		want map[string]string
+	}{
+		{name: "none", want: map[string]string{}},
+		{
+			name: "hostname as BuildKit passes it",
+			opts: []cni.NamespaceOpts{cni.WithArgs("K8S_POD_NAME", "host"), cni.WithArgs("IgnoreUnknown", "1")},
+			want: map[string]string{"K8S_POD_NAME": "host", "IgnoreUnknown": "1"},
+		},
+		{
+			name: "static IP and MAC",
+			opts: []cni.NamespaceOpts{cni.WithArgs("IP", "10.4.0.9"), cni.WithArgs("MAC", "02:00:00:00:00:09")},
+			want: map[string]string{"IP": "10.4.0.9", "MAC": "02:00:00:00:00:09"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := ocicnitest.NewEnv(t)
+			env.WriteConflist(t, "a", "1.0.0", "bridge")
+			f := newFace(t, env, cni.WithDefaultConf)
+			ns := env.NetNS(t, "pod1")
+			_, err := f.Setup(context.Background(), "pod1", ns, tt.opts...)
+			require.NoError(t, err)
+			require.NoError(t, f.Remove(context.Background(), "pod1", ns, tt.opts...))
+			for _, verb := range []string{"ADD", "DEL"} {
+				got := env.Exec.Calls(verb)
+				require.Len(t, got, 1, verb)
+				args := got[0].Args
+				if args == nil {
+					args = map[string]string{}
+				}
+				assert.Equal(t, tt.want, args, verb)
+			}
+		})
+	}
+}
+
+// A pair that would make the plugin read other pairs than given is
+// refused before any plugin runs.
+func TestInjectingArgsRunNoPlugin(t *testing.T) {
+	for _, kv := range [][2]string{{"A", "b;IP=10.0.0.1"}, {"A=B", "c"}, {"", "x"}, {"A", "b\x00"}} {
+		env := ocicnitest.NewEnv(t)
+		env.WriteConflist(t, "a", "1.0.0", "bridge")
+		f := newFace(t, env, cni.WithDefaultConf)
+		_, err := f.Setup(context.Background(), "pod1", env.NetNS(t, "pod1"), cni.WithArgs(kv[0], kv[1]))
+		require.ErrorIs(t, err, ocicni.ErrInvalidArgument, "%q", kv)
+		assert.Empty(t, env.Exec.Calls(), "%q", kv)
+	}
 }
 
 func TestHostileInputRunsNoPlugin(t *testing.T) {

@@ -23,6 +23,10 @@
 //   - [Face.GC] is the engine's GC, for a runtime to adopt.
 //   - Sandbox IDs, interface names and paths are validated by the engine
 //     before any plugin runs.
+//   - Plugins get in CNI_ARGS the pairs of [WithLabels] and [WithArgs],
+//     IP and MAC included, and nothing else, as with go-cni: no pair of
+//     the engine's and none of the process's own CNI_ARGS variable (the
+//     engine runs with [ocicni.WithArgsAsGiven]).
 //
 // # Loading
 //
@@ -62,6 +66,14 @@
 //     the engine; two with one interface name fail at setup.
 //   - A load made of the loopback network alone cannot set a pod up.
 //   - [WithPluginDir] takes effect at New only.
+//   - A CNI_ARGS pair whose key is empty or holds "=", ";" or NUL, or
+//     whose value holds ";" or NUL, is refused before any plugin runs:
+//     go-cni passes it on, and the plugin reads other pairs than given.
+//   - Each [New] starts an engine, with a goroutine for healing; a face
+//     that becomes unreachable without [Face.Shutdown] shuts its engine
+//     down when the garbage collector finds it, so code that calls New
+//     repeatedly does not pile engines up. DEL retries of that engine not
+//     yet due wait for the next engine started on the cache dir.
 //
 // # Locking
 //

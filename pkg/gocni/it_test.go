@@ -52,7 +52,7 @@ func TestRealBridgeLifecycle(t *testing.T) {
 	require.NoError(t, err)
 
 	ns1 := testenv.NewNS(t)
-	res, err := c.Setup(ctx, "gocni-pod1", ns1, cni.WithLabels(map[string]string{"K8S_POD_NAME": "web"}))
+	res, err := c.Setup(ctx, "gocni-pod1", ns1, cni.WithLabels(map[string]string{"IgnoreUnknown": "1", "K8S_POD_NAME": "web"}))
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Interfaces["eth0"].IPConfigs)
 	ip := res.Interfaces["eth0"].IPConfigs[0].IP
@@ -109,7 +109,7 @@ func TestRealBridgeRepeatedSetup(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, f.Shutdown()) })
 	require.NoError(t, c.Load(cni.WithLoNetwork, cni.WithDefaultConf))
 	ns := testenv.NewNS(t)
-	labels := cni.WithLabels(map[string]string{"K8S_POD_NAME": "web"})
+	labels := cni.WithLabels(map[string]string{"IgnoreUnknown": "1", "K8S_POD_NAME": "web"})
 
 	first, err := c.Setup(ctx, "gocni-repeat", ns, labels)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestRealBridgeRepeatedSetup(t *testing.T) {
 	assert.Equal(t, []string{ip.String() + "/24"}, testenv.AddrsIn(t, ns, "eth0"), "eth0 keeps its IP")
 	assert.Equal(t, []string{ip.String()}, testenv.Reservations(t, dataDir, "podnet"))
 
-	_, err = c.Setup(ctx, "gocni-repeat", ns, cni.WithLabels(map[string]string{"K8S_POD_NAME": "db"}))
+	_, err = c.Setup(ctx, "gocni-repeat", ns, cni.WithLabels(map[string]string{"IgnoreUnknown": "1", "K8S_POD_NAME": "db"}))
 	require.ErrorIs(t, err, ocicni.ErrAttachmentLive)
 	assert.Equal(t, ran, adds.Load(), "the refused setup ran no ADD")
 	assert.Equal(t, []string{ip.String() + "/24"}, testenv.AddrsIn(t, ns, "eth0"), "eth0 keeps its IP")
@@ -133,4 +133,40 @@ func TestRealBridgeRepeatedSetup(t *testing.T) {
 	require.NoError(t, c.Remove(ctx, "gocni-repeat", ns))
 	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"))
 	assert.Nil(t, testenv.AddrsIn(t, ns, "eth0"), "eth0 is gone")
+}
+
+// A static IP given with WithArgs("IP", ...), as go-cni callers pass it,
+// reaches host-local through CNI_ARGS: eth0 gets that address, host-local
+// reserves it, and Remove releases it.
+func TestRealStaticIPThroughArgs(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := testenv.Alloc(t)
+	dataDir, cacheDir := t.TempDir(), t.TempDir()
+	_, subnet, err := net.ParseCIDR(n.Subnet)
+	require.NoError(t, err)
+	base := subnet.IP.To4()
+	static := net.IPv4(base[0], base[1], base[2], 77)
+	c, err := cni.New(
+		cni.WithPluginDir([]string{pluginDir}),
+		cni.WithConfListBytes([]byte(testenv.BridgeConflist("podnet", "1.0.0", n, dataDir))),
+		cni.WithEngineOptions(ocicni.WithCacheDir(cacheDir), ocicni.WithoutHealing()),
+	)
+	require.NoError(t, err)
+	f, ok := c.(*cni.Face)
+	require.True(t, ok)
+	t.Cleanup(func() { assert.NoError(t, f.Shutdown()) })
+	ns := testenv.NewNS(t)
+	opts := []cni.NamespaceOpts{cni.WithArgs("IgnoreUnknown", "1"), cni.WithArgs("IP", static.String())}
+
+	res, err := c.Setup(ctx, "gocni-static", ns, opts...)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Interfaces["eth0"].IPConfigs)
+	assert.Equal(t, static.String(), res.Interfaces["eth0"].IPConfigs[0].IP.String())
+	assert.Equal(t, []string{static.String() + "/24"}, testenv.AddrsIn(t, ns, "eth0"))
+	assert.Equal(t, []string{static.String()}, testenv.Reservations(t, dataDir, "podnet"))
+
+	require.NoError(t, c.Remove(ctx, "gocni-static", ns, opts...))
+	assert.Empty(t, testenv.Reservations(t, dataDir, "podnet"))
 }

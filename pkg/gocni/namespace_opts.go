@@ -29,7 +29,7 @@ func newNamespace(id, path string, opts []NamespaceOpts) (*Namespace, error) {
 }
 
 // WithLabels adds every label as a CNI_ARGS pair. K8S_POD_NAME,
-// K8S_POD_NAMESPACE and K8S_POD_UID name the pod to the engine.
+// K8S_POD_NAMESPACE and K8S_POD_UID also name the pod to the engine.
 func WithLabels(labels map[string]string) NamespaceOpts {
 	return func(s *Namespace) error {
 		for k, v := range labels {
@@ -39,7 +39,9 @@ func WithLabels(labels map[string]string) NamespaceOpts {
 	}
 }
 
-// WithArgs adds one CNI_ARGS pair.
+// WithArgs adds one CNI_ARGS pair. Plugins receive the pairs given and no
+// others; IP and MAC reach them too, as host-local's static address
+// arguments.
 func WithArgs(k, v string) NamespaceOpts {
 	return func(s *Namespace) error {
 		s.args[k] = v
@@ -115,15 +117,16 @@ func (ns *Namespace) podNetwork(nets []*Network) ocicni.PodNetwork {
 	return pod
 }
 
-// runtimeConfig maps arguments and capabilities to the engine's fields;
-// what has no field goes to ExtraArgs and ExtraCapabilities.
+// runtimeConfig maps capabilities to the engine's fields, what has no
+// field going to ExtraCapabilities, and passes every argument, sorted by
+// key, as ExtraArgs: the engine runs [ocicni.WithArgsAsGiven], so CNI_ARGS
+// holds the caller's pairs and nothing else, as go-cni's does (IP and MAC
+// included, for host-local's static addresses).
 func (ns *Namespace) runtimeConfig() ocicni.RuntimeConfig {
 	var rc ocicni.RuntimeConfig
 	keys := make([]string, 0, len(ns.args))
 	for k := range ns.args {
-		if k != argPodName && k != argPodNamespace && k != argPodUID {
-			keys = append(keys, k)
-		}
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

@@ -17,10 +17,6 @@ const (
 	// DefaultPrefix is the interface name prefix: networks get eth0,
 	// eth1, ...
 	DefaultPrefix = "eth"
-	// DefaultNetDir is the default conf dir.
-	DefaultNetDir = "/etc/cni/net.d"
-	// DefaultCNIDir is the default plugin directory.
-	DefaultCNIDir = "/opt/cni/bin"
 	// VendorCNIDirTemplate formats a vendor's plugin directory from a
 	// root and a vendor name.
 	VendorCNIDirTemplate = "%s/opt/%s/bin"

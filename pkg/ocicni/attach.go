@@ -47,7 +47,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		if n, set, err = m.lookup(ctx, set, att.Name); err != nil {
 			return nil, err
 		}
-		rt, err := buildRuntimeConf(&pod, att)
+		rt, err := buildRuntimeConf(&pod, att, m.opts.argsAsGiven)
 		if err != nil {
 			return nil, err
 		}

@@ -32,7 +32,7 @@ func FuzzRuntimeConf(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rt, err := buildRuntimeConf(&pod, atts[0])
+		rt, err := buildRuntimeConf(&pod, atts[0], false)
 		if err != nil {
 			return
 		}
@@ -64,5 +64,44 @@ func FuzzRuntimeConf(f *testing.F) {
 		assert.Equal(t, id, got["K8S_POD_INFRA_CONTAINER_ID"])
 		assert.Equal(t, ip, got["IP"])
 		assert.Equal(t, mac, got["MAC"])
+	})
+}
+
+// FuzzRuntimeConfArgsAsGiven feeds arbitrary CNI_ARGS pairs through the
+// builder as [WithArgsAsGiven] runs it. Invariant: when it accepts them,
+// CNI_ARGS parses back into exactly the pairs given, the first of a
+// repeated key winning, and holds nothing else.
+func FuzzRuntimeConfArgsAsGiven(f *testing.F) {
+	f.Add("IP", "10.0.0.5", "K8S_POD_NAME", "host")
+	f.Add("A", "b;IP=10.0.0.5", "IP", "x")
+	f.Add("A", "1", "A", "2")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		pod := PodNetwork{ID: "ctr1", NetNS: "/run/netns/x", RuntimeConfig: map[string]RuntimeConfig{
+			"net": {ExtraArgs: [][2]string{{k1, v1}, {k2, v2}}},
+		}}
+		rt, err := buildRuntimeConf(&pod, NetAttachment{Name: "net", Ifname: "eth0"}, true)
+		if err != nil {
+			return
+		}
+		want := map[string]string{k1: v1}
+		if _, dup := want[k2]; !dup {
+			want[k2] = v2
+		}
+		args := &invoke.Args{Command: "ADD", ContainerID: "ctr1", NetNS: rt.NetNS, PluginArgs: rt.Args, IfName: "eth0", Path: "/opt/cni/bin"}
+		var cniArgs string
+		for _, kv := range args.AsEnv() {
+			if v, ok := strings.CutPrefix(kv, "CNI_ARGS="); ok {
+				cniArgs = v
+			}
+		}
+		got := map[string]string{}
+		for _, pair := range strings.Split(cniArgs, ";") {
+			k, v, ok := strings.Cut(pair, "=")
+			require.True(t, ok, "pair %q of %q", pair, cniArgs)
+			_, dup := got[k]
+			require.False(t, dup, "key %s set twice in %q", k, cniArgs)
+			got[k] = v
+		}
+		assert.Equal(t, want, got)
 	})
 }

@@ -63,6 +63,7 @@ type options struct {
 	rollbackTimeout time.Duration
 	debounce        time.Duration
 	delStopAtCode3  bool // libcni's list DEL only; see WithDELStopAtUnknownContainer
+	argsAsGiven     bool // see WithArgsAsGiven
 	pluginEnv       []string
 	pluginHook      PluginHook
 	gcWorkers       int
@@ -304,6 +305,21 @@ func WithGCWorkers(n int) Option {
 func WithDELStopAtUnknownContainer() Option {
 	return func(o *options) error {
 		o.delStopAtCode3 = true
+		return nil
+	}
+}
+
+// WithArgsAsGiven makes the manager pass in CNI_ARGS only what the pod
+// gives: the static IP and MAC of [RuntimeConfig] when set, then its
+// ExtraArgs, in their order. Without it, the manager sets IgnoreUnknown,
+// K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_INFRA_CONTAINER_ID and
+// K8S_POD_UID first, as cri-o/ocicni does, passes on the pairs of its own
+// process's CNI_ARGS environment variable, and drops ExtraArgs named IP
+// or MAC. The go-cni face (package gocni) uses it: go-cni sends only the
+// caller's arguments.
+func WithArgsAsGiven() Option {
+	return func(o *options) error {
+		o.argsAsGiven = true
 		return nil
 	}
 }

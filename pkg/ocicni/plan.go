@@ -87,7 +87,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		}
 		q := *pod
 		q.NetNS = netns
-		rt, err := buildRuntimeConf(&q, s.NetAttachment)
+		rt, err := buildRuntimeConf(&q, s.NetAttachment, m.opts.argsAsGiven)
 		if err != nil {
 			return nil, err
 		}

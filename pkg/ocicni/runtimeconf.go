@@ -67,34 +67,25 @@ func assignIfnames(requested []NetAttachment, defaultNet string) ([]NetAttachmen
 }
 
 // buildRuntimeConf builds libcni's runtime configuration for one attachment:
-// CNI_ARGS as ocicni sets them, and every runtime-config capability.
-func buildRuntimeConf(pod *PodNetwork, att NetAttachment) (*libcni.RuntimeConf, error) {
+// CNI_ARGS as ocicni sets them (only the pod's own pairs when asGiven; see
+// [WithArgsAsGiven]), and every runtime-config capability.
+func buildRuntimeConf(pod *PodNetwork, att NetAttachment, asGiven bool) (*libcni.RuntimeConf, error) {
 	rc := pod.RuntimeConfig[att.Name]
 	rt := &libcni.RuntimeConf{
-		ContainerID: pod.ID,
-		NetNS:       pod.NetNS,
-		IfName:      att.Ifname,
-		Args: [][2]string{
-			{"IgnoreUnknown", "1"},
-			{"K8S_POD_NAMESPACE", pod.Namespace},
-			{"K8S_POD_NAME", pod.Name},
-			{"K8S_POD_INFRA_CONTAINER_ID", pod.ID},
-			{"K8S_POD_UID", pod.UID},
-		},
+		ContainerID:    pod.ID,
+		NetNS:          pod.NetNS,
+		IfName:         att.Ifname,
 		CapabilityArgs: map[string]interface{}{},
 	}
-	set := map[string]bool{
-		"IgnoreUnknown": true, "K8S_POD_NAMESPACE": true, "K8S_POD_NAME": true,
-		"K8S_POD_INFRA_CONTAINER_ID": true, "K8S_POD_UID": true, "IP": true, "MAC": true,
-	}
-
-	// Propagate the runtime's own CNI_ARGS to non-Kubernetes plugins, as
-	// ocicni does, without letting them override the keys set here.
-	for _, kv := range strings.Split(os.Getenv("CNI_ARGS"), ";") {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && k != "" && !set[k] {
-			rt.Args = append(rt.Args, [2]string{k, v})
+	set := map[string]bool{}
+	if !asGiven {
+		rt.Args = ocicniArgs(pod)
+		for _, kv := range rt.Args {
+			set[kv[0]] = true
 		}
+		// IP and MAC come from the typed fields only, as in ocicni.
+		set["IP"], set["MAC"] = true, true
+		rt.Args = append(rt.Args, processArgs(set)...)
 	}
 
 	if rc.IP != "" {
@@ -102,6 +93,7 @@ func buildRuntimeConf(pod *PodNetwork, att NetAttachment) (*libcni.RuntimeConf, 
 			return nil, invalidArg(fmt.Sprintf("static IP for network %q", att.Name), rc.IP, "not an IP address")
 		}
 		rt.Args = append(rt.Args, [2]string{"IP", rc.IP})
+		set["IP"] = true
 	}
 	if rc.MAC != "" {
 		if _, err := net.ParseMAC(rc.MAC); err != nil {
@@ -111,6 +103,7 @@ func buildRuntimeConf(pod *PodNetwork, att NetAttachment) (*libcni.RuntimeConf, 
 			}
 		}
 		rt.Args = append(rt.Args, [2]string{"MAC", rc.MAC})
+		set["MAC"] = true
 	}
 
 	if len(rc.PortMappings) != 0 {
@@ -161,4 +154,29 @@ func addExtras(rt *libcni.RuntimeConf, set map[string]bool, rc RuntimeConfig, ne
 		}
 	}
 	return rt, nil
+}
+
+// ocicniArgs are the CNI_ARGS pairs ocicni sets for every pod.
+func ocicniArgs(pod *PodNetwork) [][2]string {
+	return [][2]string{
+		{"IgnoreUnknown", "1"},
+		{"K8S_POD_NAMESPACE", pod.Namespace},
+		{"K8S_POD_NAME", pod.Name},
+		{"K8S_POD_INFRA_CONTAINER_ID", pod.ID},
+		{"K8S_POD_UID", pod.UID},
+	}
+}
+
+// processArgs are the pairs of the runtime's own CNI_ARGS environment
+// variable whose keys are not in set, which ocicni propagates to
+// non-Kubernetes plugins.
+func processArgs(set map[string]bool) [][2]string {
+	var out [][2]string
+	for _, kv := range strings.Split(os.Getenv("CNI_ARGS"), ";") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && k != "" && !set[k] {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
 }

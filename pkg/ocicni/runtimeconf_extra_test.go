@@ -35,7 +35,7 @@ func TestBuildRuntimeConfExtras(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("CNI_ARGS", "")
 			pod := &PodNetwork{ID: "pod1", Name: "web", RuntimeConfig: map[string]RuntimeConfig{"net": tt.rc}}
-			rt, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"})
+			rt, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"}, false)
 			if tt.wantErr {
 				require.ErrorIs(t, err, ErrInvalidArgument)
 				return

@@ -150,7 +150,7 @@ func TestBuildRuntimeConf(t *testing.T) {
 		},
 	}
 	t.Setenv("CNI_ARGS", "FOO=bar;K8S_POD_NAME=evil;IP=6.6.6.6;junk")
-	rt, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"})
+	rt, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"}, false)
 	require.NoError(t, err)
 	assert.Equal(t, "id1", rt.ContainerID)
 	assert.Equal(t, "/run/netns/x", rt.NetNS)
@@ -174,16 +174,51 @@ func TestBuildRuntimeConf(t *testing.T) {
 	assert.Equal(t, &annotations, rt.CapabilityArgs[capPodAnnotations])
 
 	// A network without runtime config gets no capabilities but aliases.
-	rt, err = buildRuntimeConf(pod, NetAttachment{Name: "other", Ifname: "eth1"})
+	rt, err = buildRuntimeConf(pod, NetAttachment{Name: "other", Ifname: "eth1"}, false)
 	require.NoError(t, err)
 	assert.Len(t, rt.CapabilityArgs, 1)
 	assert.NotContains(t, rt.Args, [2]string{"IP", "10.1.2.3"})
 }
 
+// With WithArgsAsGiven, CNI_ARGS holds the pod's own pairs only: none
+// of ocicni's, nothing of the process's CNI_ARGS, and ExtraArgs IP and
+// MAC pass unless the typed fields set them.
+func TestBuildRuntimeConfArgsAsGiven(t *testing.T) {
+	t.Setenv("CNI_ARGS", "FOO=bar;K8S_POD_NAME=evil")
+	tests := []struct {
+		name string
+		rc   RuntimeConfig
+		want [][2]string
+	}{
+		{name: "nothing given", want: nil},
+		{
+			name: "extra args in order, IP and MAC included",
+			rc:   RuntimeConfig{ExtraArgs: [][2]string{{"K8S_POD_NAME", "web"}, {"IP", "10.1.2.3"}, {"MAC", "02:00:00:00:00:01"}, {"K8S_POD_NAME", "dup"}}},
+			want: [][2]string{{"K8S_POD_NAME", "web"}, {"IP", "10.1.2.3"}, {"MAC", "02:00:00:00:00:01"}},
+		},
+		{
+			name: "typed IP and MAC win over extra args",
+			rc:   RuntimeConfig{IP: "10.9.9.9", MAC: "02:00:00:00:00:09", ExtraArgs: [][2]string{{"IP", "10.1.2.3"}, {"A", "b"}}},
+			want: [][2]string{{"IP", "10.9.9.9"}, {"MAC", "02:00:00:00:00:09"}, {"A", "b"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &PodNetwork{
+				Name: "pod", Namespace: "ns", ID: "id1", UID: "uid", NetNS: "/run/netns/x",
+				RuntimeConfig: map[string]RuntimeConfig{"net": tt.rc},
+			}
+			rt, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"}, true)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, rt.Args)
+		})
+	}
+}
+
 func TestBuildRuntimeConfRejectsBadStaticAddresses(t *testing.T) {
 	for _, rc := range []RuntimeConfig{{IP: "10.0.0.300"}, {IP: "nope"}, {MAC: "zz:zz"}, {MAC: "02:00:00:00:00"}} {
 		pod := &PodNetwork{ID: "x", RuntimeConfig: map[string]RuntimeConfig{"net": rc}}
-		_, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"})
+		_, err := buildRuntimeConf(pod, NetAttachment{Name: "net", Ifname: "eth0"}, false)
 		var iae *InvalidArgumentError
 		require.ErrorAs(t, err, &iae, "%+v", rc)
 		assert.Contains(t, iae.Field, `network "net"`)
