@@ -138,3 +138,30 @@ func TestNewLeavesNoThreadInside(t *testing.T) {
 		assert.NotContains(t, made, id, "thread %s is inside namespace %s, made at %s", task.Name(), id, made[id])
 	}
 }
+
+// ThreadNS gives no handle on a thread in the process's namespace, and a
+// handle of the thread's own namespace inside another one.
+func TestThreadNS(t *testing.T) {
+	requireRoot(t)
+	f, err := netns.ThreadNS()
+	require.NoError(t, err)
+	assert.Nil(t, f, "the process's namespace")
+
+	path, err := netns.New()
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, netns.Remove(path)) }()
+	var want, got unix.Stat_t
+	require.NoError(t, unix.Stat(path, &want))
+	require.NoError(t, netns.Do(path, func() error {
+		f, err := netns.ThreadNS()
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			return errors.New("no handle inside another namespace")
+		}
+		defer f.Close()
+		return unix.Fstat(int(f.Fd()), &got)
+	}))
+	assert.Equal(t, want.Ino, got.Ino, "the handle names the namespace entered")
+}

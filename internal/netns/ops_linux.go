@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 const loIfname = "lo"
@@ -54,3 +57,41 @@ func GlobalAddrs(nsPath, ifname string) (net.HardwareAddr, []*net.IPNet, error) 
 	}
 	return mac, out, nil
 }
+
+// ThreadNS returns an open handle of the calling thread's network
+// namespace when it is not the process's, and nil when it is: for a
+// caller that runs on a thread locked in another namespace, such as a
+// runtime in RootlessKit's detached namespace. The process's namespace is
+// the one its main thread had when this package was initialized: the main
+// thread may run a goroutine locked elsewhere later. The caller closes the
+// handle.
+func ThreadNS() (*os.File, error) {
+	if processNS.err != nil {
+		return nil, processNS.err
+	}
+	f, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	var thread unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &thread); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	if thread.Dev == processNS.st.Dev && thread.Ino == processNS.st.Ino {
+		f.Close()
+		return nil, nil
+	}
+	return f, nil
+}
+
+// processNS identifies the process's network namespace; see ThreadNS.
+var processNS = func() (id struct {
+	st  unix.Stat_t
+	err error
+}) {
+	if err := unix.Stat("/proc/thread-self/ns/net", &id.st); err != nil {
+		id.err = fmt.Errorf("netns: the process's network namespace: %w", err)
+	}
+	return id
+}()

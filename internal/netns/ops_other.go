@@ -2,7 +2,10 @@
 
 package netns
 
-import "net"
+import (
+	"net"
+	"os"
+)
 
 // Off Linux the package builds, so that the library compiles on
 // development machines, but no namespace can be entered.
@@ -17,3 +20,6 @@ func LoopbackCheck(string) error { return ErrUnsupported }
 func GlobalAddrs(string, string) (net.HardwareAddr, []*net.IPNet, error) {
 	return nil, nil, ErrUnsupported
 }
+
+// ThreadNS returns nil: outside Linux there are no network namespaces.
+func ThreadNS() (*os.File, error) { return nil, nil }

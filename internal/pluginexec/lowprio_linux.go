@@ -1,6 +1,8 @@
 package pluginexec
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"unsafe"
@@ -23,11 +25,40 @@ import (
 // plugin starts at the normal priority. cmd must not set
 // SysProcAttr.Pdeathsig: Linux sends it when the thread that started the
 // process ends, which here is at once.
-func StartLowPriority(cmd *exec.Cmd) error {
+func StartLowPriority(cmd *exec.Cmd) error { return startOnOwnThread(cmd, nil, true) }
+
+// startOnOwnThread starts cmd from an OS thread of its own that first
+// enters the network namespace ns (nil: stays in the namespace it has)
+// and, when low, lowers itself (see [StartLowPriority]); the plugin
+// inherits both. A thread that entered ns goes back to its namespace
+// afterwards and is handed back, unless it was lowered or cannot go back:
+// then it ends with the goroutine.
+func startOnOwnThread(cmd *exec.Cmd, ns *os.File, low bool) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine (the main thread is parked instead)
-		lowerThread()
+		runtime.LockOSThread() // unlocked only once the thread is as it was
+		if ns != nil {
+			back, err := os.Open("/proc/thread-self/ns/net")
+			if err != nil {
+				errc <- fmt.Errorf("pluginexec: opening the thread's network namespace: %w", err)
+				return
+			}
+			defer back.Close()
+			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+				errc <- fmt.Errorf("pluginexec: entering the manager's network namespace: %w", err)
+				return
+			}
+			if !low {
+				defer func() {
+					if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
+						runtime.UnlockOSThread()
+					}
+				}()
+			}
+		}
+		if low {
+			lowerThread()
+		}
 		errc <- cmd.Start()
 	}()
 	return <-errc

@@ -3,6 +3,7 @@
 package pluginexec
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -17,4 +18,13 @@ func StartLowPriority(cmd *exec.Cmd) error {
 	}
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, LowNice)
 	return nil
+}
+
+// startOnOwnThread starts cmd, at low priority when low. Outside Linux
+// there are no network namespaces, and ns is nil.
+func startOnOwnThread(cmd *exec.Cmd, _ *os.File, low bool) error {
+	if low {
+		return StartLowPriority(cmd)
+	}
+	return cmd.Start()
 }

@@ -117,8 +117,8 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = e.waitDelay
 	start := cmd.Start
-	if lowPriority(ctx) {
-		start = func() error { return StartLowPriority(cmd) }
+	if ns, low := netNSOf(ctx), lowPriority(ctx); ns != nil || low {
+		start = func() error { return startOnOwnThread(cmd, ns, low) }
 	}
 	gate := GateOf(ctx)
 	err = start()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type managedExec struct {
 	inner invoke.Exec
 	env   []string   // "KEY=VALUE" pairs appended to every plugin's environment
 	hook  PluginHook // nil: none
+	home  *os.File   // the network namespace every plugin starts in; nil: the calling thread's (see New)
 }
 
 var _ invoke.Exec = managedExec{}
@@ -77,9 +79,9 @@ func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byt
 	if err := ctx.Err(); err != nil {
 		return nil, pluginexec.NotStarted(err, pluginPath)
 	}
-	ictx := ctx
+	ictx := pluginexec.WithNetNS(ctx, e.home)
 	if inBackground(ctx, environ) {
-		ictx = pluginexec.WithLowPriority(ctx)
+		ictx = pluginexec.WithLowPriority(ictx)
 	}
 	out, err := e.inner.ExecPlugin(ictx, pluginPath, stdinData, environ)
 	if err != nil && ctx.Err() != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -55,6 +56,15 @@ var _ CNIPlugin = (*Manager)(nil)
 
 // New creates a manager, loads the conf dir and, unless [WithoutWatcher]
 // is given, starts watching it.
+//
+// Created on a thread locked in another network namespace than the
+// process's (BuildKit creates its CNI in RootlessKit's detached
+// namespace), the manager starts every plugin in that namespace, whatever
+// goroutine runs it: rollbacks, DEL retries and GC included, so that the
+// host side of an attachment is made and removed where it lives.
+// Otherwise a plugin starts in its calling thread's namespace, as libcni
+// starts it. (The default executor only: one of [WithExec] starts its
+// plugins as it will.)
 func New(opts ...Option) (*Manager, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -69,6 +79,10 @@ func New(opts ...Option) (*Manager, error) {
 		o.exec = pluginexec.New(os.Stderr)
 	}
 	exec := managedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook}
+	var err error
+	if exec.home, err = netns.ThreadNS(); err != nil {
+		o.log.WithError(err).Warn("Cannot tell the network namespace the manager is created in; plugins start in their caller's")
+	}
 	m := &Manager{
 		opts:  o,
 		log:   o.log,

@@ -39,6 +39,11 @@ type Call struct {
 	// threads when it handled the call; empty where the recorder cannot
 	// tell.
 	Threads []Priority `json:"threads,omitempty"`
+	// OwnNetNS names the network namespace the plugin process ran in (the
+	// link /proc/self/ns/net points to, such as "net:[4026531840]"),
+	// where it makes the host side of an attachment; "" where the
+	// recorder cannot tell.
+	OwnNetNS string `json:"ownNetns,omitempty"`
 	// Time is when the plugin started handling the call.
 	Time time.Time `json:"time"`
 }

@@ -243,6 +243,13 @@ func logCall(verb string, conf *netConf, args *skel.CmdArgs) error {
 		PID:         os.Getpid(),
 		Nice:        niceValue(),
 		Threads:     threadPriorities(),
+		OwnNetNS:    ownNetNS(),
 		Time:        time.Now(),
 	})
+}
+
+// ownNetNS names the plugin process's network namespace, or "".
+func ownNetNS() string {
+	name, _ := os.Readlink("/proc/self/ns/net")
+	return name
 }
