@@ -86,12 +86,19 @@ func ThreadNS() (*os.File, error) {
 }
 
 // processNS identifies the process's network namespace; see ThreadNS.
-var processNS = func() (id struct {
+var processNS = readProcessNS()
+
+// nsID is a namespace's identity (its file's device and inode), or why it
+// could not be read.
+type nsID struct {
 	st  unix.Stat_t
 	err error
-}) {
+}
+
+func readProcessNS() nsID {
+	var id nsID
 	if err := unix.Stat("/proc/thread-self/ns/net", &id.st); err != nil {
 		id.err = fmt.Errorf("netns: the process's network namespace: %w", err)
 	}
 	return id
-}()
+}
