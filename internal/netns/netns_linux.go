@@ -94,9 +94,17 @@ func threadNSPath() string {
 // except the process's main thread, which it parks for good instead.
 // Parked there, the main thread would keep the namespace, and every
 // interface in it, alive after [Remove].
+//
+// RunDir is first made a shared mount of its own, as "ip netns add" makes
+// it: otherwise the first "ip netns add" on the machine bind-mounts RunDir
+// over itself, and the pins made before it are hidden under that mount,
+// where they can be neither unmounted nor removed by path.
 func New() (string, error) {
 	if err := os.MkdirAll(RunDir, 0o755); err != nil {
 		return "", fmt.Errorf("netns: %w", err)
+	}
+	if err := shareRunDir(); err != nil {
+		return "", err
 	}
 	name := "ocicni-" + strconv.Itoa(os.Getpid()) + "-" +
 		strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-" + strconv.FormatUint(seq.Add(1), 10)
@@ -115,6 +123,31 @@ func New() (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// shareRunDir makes RunDir a shared mount, bind-mounting it over itself
+// first when it is not a mount point, as iproute2 does.
+// Processes that make their first pins at once take turns (a lock on
+// RunDir), so that no two bind mounts stack.
+func shareRunDir() error {
+	dir, err := os.Open(RunDir)
+	if err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	defer dir.Close()
+	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("netns: locking %s: %w", RunDir, err)
+	}
+	err = unix.Mount("", RunDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) { // not a mount point
+		if err = unix.Mount(RunDir, RunDir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
+			err = unix.Mount("", RunDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("netns: making %s a shared mount: %w", RunDir, err)
+	}
+	return nil
 }
 
 // create makes a new network namespace, bind-mounts it at path, and puts

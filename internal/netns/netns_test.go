@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -164,4 +165,24 @@ func TestThreadNS(t *testing.T) {
 		return unix.Fstat(int(f.Fd()), &got)
 	}))
 	assert.Equal(t, want.Ino, got.Ino, "the handle names the namespace entered")
+}
+
+// After New, RunDir is a shared mount point of its own, as "ip netns add"
+// leaves it, so that a later "ip netns add" does not mount it over the
+// pins New made.
+func TestNewSharesRunDir(t *testing.T) {
+	requireRoot(t)
+	path, err := netns.New()
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, netns.Remove(path)) }()
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	shared := false
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 6 && f[4] == netns.RunDir && strings.Contains(strings.Join(f[6:], " "), "shared:") {
+			shared = true
+		}
+	}
+	assert.True(t, shared, "%s is a shared mount point in\n%s", netns.RunDir, info)
 }
