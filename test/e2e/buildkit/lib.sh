@@ -29,7 +29,6 @@ NBUILDS=${NBUILDS:-6}
 NPAR=${NPAR:-3}
 POOL=${POOL:-3}
 HEAL_WAIT=${E2E_HEAL_WAIT:-60}
-MODES=(cni bridge)
 # Every phase, as <mode>-<name>. gc is the face's only (gc.patch).
 ALL_PHASES=(cni-churn cni-pool cni-crash cni-heal cni-healpool cni-addfail cni-gc
 	bridge-churn bridge-pool bridge-crash bridge-heal bridge-healpool bridge-addfail bridge-gc)
@@ -71,10 +70,10 @@ mode_vars() {
 	BK_MODE=$1
 	case $1 in
 	cni)
-		MNET=$NET MBRIDGE=$BRIDGE MSUBNET=$SUBNET MIPAM=$W/ipam/$NET FAULTLOG=$W/faultplug.log IFACE=eth1
+		MBRIDGE=$BRIDGE MSUBNET=$SUBNET MIPAM=$W/ipam/$NET FAULTLOG=$W/faultplug.log IFACE=eth1
 		;;
 	bridge)
-		MNET=$BKNET MBRIDGE=$BKBRIDGE MSUBNET=$BKSUBNET MIPAM=$CNI_CACHE/networks/$BKNET FAULTLOG=$W/firewall.log IFACE=eth0
+		MBRIDGE=$BKBRIDGE MSUBNET=$BKSUBNET MIPAM=$CNI_CACHE/networks/$BKNET FAULTLOG=$W/firewall.log IFACE=eth0
 		;;
 	esac
 	GATEWAY=${MSUBNET%.*}.1
@@ -265,10 +264,26 @@ res_files() {
 }
 cache_files() { find "$CNI_CACHE/results" -regextype egrep -regex ".*/($NET|$BKNET|$LONET)-$BKID-.*" 2>/dev/null || true; }
 record_files() { find "$RECORDS" -maxdepth 1 -regextype egrep -regex ".*/(\.cfg\.)?$BKID(\..*)?" 2>/dev/null || true; }
-# ipt_rules: iptables rules (nat and filter) naming an address of either
-# subnet: bridge's ipMasq and firewall's per-container rules.
+# ipt_rules [table]: iptables rules (of table, default nat and filter)
+# naming an address of either subnet or a BuildKit sandbox ID in their
+# comment: bridge's ipMasq and firewall's per-container rules.
 ipt_rules() {
-	iptables-save 2>/dev/null | grep -E -- "-A .* (${SUBNET%.*}|${BKSUBNET%.*})\.[0-9]+/32" || true
+	local t
+	for t in ${1:-nat filter}; do
+		iptables-save -t "$t" 2>/dev/null |
+			grep -E -- "^-A .*( (${SUBNET%.*}|${BKSUBNET%.*})\.[0-9]+/32 |id: [^0-9a-z]{0,2}$BKID)" || true
+	done
+}
+
+# ipt_delete table: deletes table's rules that ipt_rules lists, jumps
+# to a chain first.
+ipt_delete() {
+	local l
+	ipt_rules "$1" | sort -k4,4r | sed 's/^-A /-D /' | while read -r l; do
+		# shellcheck disable=SC2086 # the rule's words, quoted by iptables-save
+		eval "iptables -t $1 $l" 2>/dev/null
+	done
+	return 0
 }
 
 # leftover_kinds: what is left, as "r v c o n f": reservations, veths on
@@ -311,12 +326,8 @@ remove_by_hand() {
 	cache_files | xargs -r rm -f
 	record_files | xargs -r rm -f
 	for l in $(veths_on "$BRIDGE") $(veths_on "$BKBRIDGE"); do ip link del "$l" 2>/dev/null; done
-	ipt_rules | sed 's/^-A /-D /' | while read -r l; do
-		f=filter
-		iptables-save -t nat 2>/dev/null | grep -qF -- "${l/#-D /-A }" && f=nat
-		# shellcheck disable=SC2086 # the rule's words
-		eval "iptables -t $f $l" 2>/dev/null
-	done
+	ipt_delete nat
+	ipt_delete filter
 	return 0
 }
 
@@ -348,7 +359,7 @@ check_host_free() {
 }
 
 cleanup() {
-	local rc=$? c t
+	local rc=$? c t l new
 	set +e
 	trap - EXIT INT TERM
 	[[ -n ${W:-} && -d $W ]] || exit "$rc"
@@ -365,16 +376,17 @@ cleanup() {
 	ip link del "$BKBRIDGE" 2>/dev/null
 	# The chains the plugins made that did not exist before the run, once
 	# empty (bridge's and firewall's shared chains).
-	for c in $(comm -13 <(sort "$W/chains.before") <(ipt_chains | sort)); do
+	new=$(comm -13 <(sort "$W/chains.before") <(ipt_chains | sort))
+	for c in $new; do
 		t=${c%%:*}
-		c=${c#*:}
-		iptables-save -t "$t" | grep -q -- "-A $c " && continue
-		iptables-save -t "$t" | grep -- "-j $c\b" | sed 's/^-A /-D /' | while read -r l; do
-			# shellcheck disable=SC2086
+		iptables-save -t "$t" | grep -E -- "^-A .* -j ${c#*:}( |$)" | sed 's/^-A /-D /' | while read -r l; do
+			# shellcheck disable=SC2086 # the rule's words, quoted by iptables-save
 			eval "iptables -t $t $l"
 		done
-		iptables -t "$t" -X "$c"
+		iptables -t "$t" -F "${c#*:}"
 	done
+	for c in $new; do iptables -t "${c%%:*}" -X "${c#*:}"; done
+	[[ -z $new ]] || log "removed the iptables chains the plugins made: $(tr '\n' ' ' <<<"$new")"
 	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
 	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
 	exit "$rc"

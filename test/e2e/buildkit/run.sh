@@ -66,7 +66,7 @@ prepare_src() {
 	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
 	left=$(grep -rn --include='*.go' "$GOCNI" "$SRC" || true)
 	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
-	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else: $(sed "s#$SRC/##g" <<<"$files" | tr '\n' ' ')"
+	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else: $(tr '\n' ' ' <<<"${files//$SRC\//}")"
 	require_ours "$SRC" "$GOCNI"
 	grep -q "$GOCNI" "$SRC/go.mod" && die "BuildKit's go.mod still mentions $GOCNI"
 	printf '%s\n' "$recipe" >"$SRC/.prepared"
