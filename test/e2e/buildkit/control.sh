@@ -147,6 +147,9 @@ run_control() {
 	{
 		LOG_TAG="e2e-buildkit control"
 		CONTROL=1
+		# Stock go-cni retries no DEL: the wait only shows that nothing
+		# heals in many times the face's healing time.
+		HEAL_WAIT=${E2E_CONTROL_HEAL_WAIT:-20}
 		STEPS=0 KILLS=0 STARTS=0
 		NOTE=()
 	}

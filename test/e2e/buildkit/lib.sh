@@ -515,7 +515,7 @@ phase_crash() {
 # the phase's end.
 heal_state() {
 	local r=0 c=0 o=0
-	grep -rlx --exclude='last_reserved_ip.*' "$1" "$MIPAM" 2>/dev/null | grep -q . && r=1
+	grep -rl --exclude='last_reserved_ip.*' "^$1" "$MIPAM" 2>/dev/null | grep -q . && r=1
 	cache_files | grep -q -- "-$1-" && c=1
 	[[ -e $RECORDS/$1 ]] && o=1
 	echo "$r $c $o"
@@ -643,7 +643,7 @@ phase_healpool() {
 # EBUSY it drops), so the file stays until the next start's
 # cleanOldNamespaces: a restart, then the count.
 phase_addfail() {
-	local t pool id
+	local t pool id st
 	start_bk "$BK_MODE"
 	wait_for 30 "addfail: the pool filled" pool_full
 	pool=$(nsfiles | sort)
@@ -657,7 +657,12 @@ phase_addfail() {
 	[[ -n $id ]] || die "addfail: no ADD failed"
 	log "addfail: the build failed cleanly: $(grep -m1 -o 'CNI setup error.*' "$W/logs/addfail-$BK_MODE.log" | cut -c1-160)"
 	NOTE[$PHASE]="build failed: CNI setup error"
-	[[ $(heal_state "$id") == "0 0 0" ]] || die "addfail: the failed ADD left (r c o): $(heal_state "$id")"
+	st=$(heal_state "$id")
+	if [[ $st != "0 0 0" ]]; then
+		[[ -n $CONTROL ]] || die "addfail: the failed ADD left (r c o): $st"
+		log "addfail: the failed ADD left (r c o): $st$(cache_files | grep -- "-$id-" | xargs -rn1 basename | sed 's/^/ /' | tr '\n' ' ')"
+		NOTE[$PHASE]+="; the failed ADD left (reservation, cache entry, record): $st until a restart"
+	fi
 	if [[ $(nsfiles | sort) != "$pool" ]]; then
 		nsfiles | grep -qx "$id" || die "addfail: namespace files other than the pool's and $id: $(nsfiles | tr '\n' ' ')"
 		log "addfail: BuildKit left its namespace file $id mounted (removed before unmounting); a restart's cleanOldNamespaces releases it"
