@@ -228,7 +228,8 @@ stop_bk() {
 		}
 		sleep 0.1
 	done
-	wait "$BK_PID" 2>/dev/null || true
+	# The braces take the shell's "Killed" job notice too.
+	{ wait "$BK_PID" || true; } 2>/dev/null
 	BK_PID=
 	rm -f "$W/buildkitd.pid"
 }
@@ -667,6 +668,7 @@ phase_addfail() {
 	log "addfail: the build failed cleanly: $(grep -m1 -o 'CNI setup error.*' "$W/logs/addfail-$BK_MODE.log" | cut -c1-160)"
 	NOTE[$PHASE]="build failed: CNI setup error"
 	st=$(heal_state "$id")
+	[[ $st != "0 0 0" ]] || NOTE[$PHASE]+="; the failed ADD left nothing"
 	if [[ $st != "0 0 0" ]]; then
 		[[ -n $CONTROL ]] || die "addfail: the failed ADD left (r c o): $st"
 		log "addfail: the failed ADD left (r c o): $st$(cache_files | grep -- "-$id-" | xargs -rn1 basename | sed 's/^/ /' | tr '\n' ' ')"
