@@ -291,11 +291,15 @@ ipt_delete() {
 	return 0
 }
 
+# spares: the engine's spare order-record files (kept for reuse, bounded).
+spares() { find "$RECORDS" -maxdepth 1 -name '.spare-*' -printf '%f\n' 2>/dev/null || true; }
+
 # foreign_entries: how many cache entries and order records under
-# $CNI_CACHE are not this test's.
+# $CNI_CACHE are not this test's (the engine's spare record files, kept
+# for reuse by any later engine, are no one's).
 foreign_entries() {
 	local all ours
-	all=$(($(find "$CNI_CACHE/results" -type f 2>/dev/null | wc -l) + $(find "$RECORDS" -maxdepth 1 -type f 2>/dev/null | wc -l)))
+	all=$(($(find "$CNI_CACHE/results" -type f 2>/dev/null | wc -l) + $(find "$RECORDS" -maxdepth 1 -type f ! -name '.spare-*' 2>/dev/null | wc -l)))
 	ours=$(($(cache_files | wc -l) + $(record_files | wc -l)))
 	echo $((all - ours))
 }
@@ -401,6 +405,10 @@ cleanup() {
 	done
 	for c in $new; do iptables -t "${c%%:*}" -X "${c#*:}"; done
 	[[ -z $new ]] || log "removed the iptables chains the plugins made: $(tr '\n' ' ' <<<"$new")"
+	# The engine's spare record files that appeared during the run.
+	new=$(comm -13 <(sort "$W/spares.before") <(spares | sort))
+	[[ -z $new ]] || log "removing $(wc -l <<<"$new") spare record files the engines kept in $RECORDS"
+	for c in $new; do rm -f "$RECORDS/$c"; done
 	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
 	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
 	exit "$rc"
@@ -419,6 +427,7 @@ e2e_setup() {
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
 	ipt_chains >"$W/chains.before"
+	spares >"$W/spares.before"
 	check_host_free
 	write_configs
 	mode_vars cni
