@@ -200,6 +200,9 @@ start_bk() {
 	echo "=== start $(date +%s.%N) $1 $bin" >>"$W/buildkitd.log"
 	TMPDIR=$W/tmp PATH=$PLUGINS:$PATH setsid "$bin/buildkitd" --config "$W/buildkitd-$1.toml" >>"$W/buildkitd.log" 2>&1 &
 	BK_PID=$!
+	# Out of the job table: a SIGKILL of it is no job's "Killed" notice;
+	# stop_bk polls for its end.
+	disown "$BK_PID"
 	echo "$BK_PID" >"$W/buildkitd.pid"
 	STARTS=$((STARTS + 1))
 	for i in $(seq 1 120); do
@@ -228,8 +231,6 @@ stop_bk() {
 		}
 		sleep 0.1
 	done
-	# The braces take the shell's "Killed" job notice too.
-	{ wait "$BK_PID" || true; } 2>/dev/null
 	BK_PID=
 	rm -f "$W/buildkitd.pid"
 }
@@ -409,6 +410,8 @@ cleanup() {
 	new=$(comm -13 <(sort "$W/spares.before") <(spares | sort))
 	[[ -z $new ]] || log "removing $(wc -l <<<"$new") spare record files the engines kept in $RECORDS"
 	for c in $new; do rm -f "$RECORDS/$c"; done
+	# host-local's data dir of the bridge mode's network, when the run made it.
+	[[ ! -e $W/bknet.new ]] || rm -rf "${CNI_CACHE:?}/networks/$BKNET"
 	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
 	if ((rc != 0)); then log "FAILED (see the log lines above)"; fi
 	exit "$rc"
@@ -428,6 +431,7 @@ e2e_setup() {
 	trap 'exit 130' INT TERM
 	ipt_chains >"$W/chains.before"
 	spares >"$W/spares.before"
+	[[ -e $CNI_CACHE/networks/$BKNET ]] || touch "$W/bknet.new"
 	check_host_free
 	write_configs
 	mode_vars cni
