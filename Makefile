@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control
+.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control
 
 help: ## List the targets
 	@echo "Targets:"
@@ -69,3 +69,12 @@ e2e-containerd-control: ## Only the control: stock containerd v2.4.2 (go-cni v1.
 
 e2e-containerd-compile: ## containerd v2.4.2 with go-cni rewritten to pkg/gocni: build, vet, CRI unit tests (see test/e2e/containerd)
 	test/e2e/containerd/run.sh compile
+
+e2e-buildkit: ## BuildKit v0.34.2 built against pkg/gocni, driven by buildctl in both network modes, then the stock control (as root; see test/e2e/buildkit)
+	test/e2e/buildkit/run.sh all
+
+e2e-buildkit-control: ## Only the control: stock BuildKit v0.34.2 (go-cni v1.1.14) through the same phases (as root)
+	test/e2e/buildkit/run.sh control
+
+e2e-buildkit-compile: ## BuildKit v0.34.2 with go-cni rewritten to pkg/gocni: go build + go vet of buildkitd and cniprovider (see test/e2e/buildkit)
+	test/e2e/buildkit/run.sh compile

@@ -20,7 +20,15 @@
 //     (libcni's cache and the engine's order record), in reverse ADD
 //     order, past failures, with the config cached at ADD; it does not
 //     depend on what is loaded. Its error matches *[ocicni.TeardownError].
-//   - [Face.GC] is the engine's GC, for a runtime to adopt.
+//   - [Face.GC] is the engine's GC, for a runtime to adopt. A runtime
+//     whose sandboxes never survive its restart, as BuildKit's build-step
+//     namespaces, can call it once at start with no valid sandbox: it then
+//     collects what a SIGKILL left even when the namespace files are lost
+//     (test/e2e/buildkit/gc.patch and its README). GC is not limited to
+//     the loaded networks: it acts on every attachment in the engine's
+//     cache dir, so such a runtime needs a cache dir of its own
+//     ([WithEngineOptions] with [ocicni.WithCacheDir]) on a host where
+//     other runtimes use the default one.
 //   - Sandbox IDs, interface names and paths are validated by the engine
 //     before any plugin runs.
 //   - Plugins get in CNI_ARGS the pairs of [WithLabels] and [WithArgs],
