@@ -155,31 +155,11 @@ build_tools() {
 	log "crictl, CNI plugins ($PLUGINS) ready"
 }
 
-# prepare_stock_src: the control's containerd, as published: the same
-# module-proxy source, copied unchanged (checked with diff) and made
-# read-only; no rewrite, no replace. Its go.mod must require go-cni
-# $STOCK_GOCNI. Not keyed by our tree: it holds nothing of ours.
+# prepare_stock_src: the control's containerd, as published (see
+# stock_src), in STOCK_SRC.
 prepare_stock_src() {
-	local dl req
 	STOCK_SRC=$E2E_CACHE/src-containerd-stock-$CONTAINERD_VERSION
-	if [[ -f $STOCK_SRC/go.mod ]]; then
-		log "stock containerd source: $STOCK_SRC (cached)"
-	else
-		log "downloading github.com/containerd/containerd/v2@$CONTAINERD_VERSION from the module proxy (stock, for the control)"
-		dl=$(proxy_dir "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
-		[[ ! -e $STOCK_SRC ]] || chmod -R u+w "$STOCK_SRC"
-		rm -rf "$STOCK_SRC" "$STOCK_SRC.tmp" && mkdir -p "$(dirname "$STOCK_SRC")"
-		cp -r "$dl" "$STOCK_SRC.tmp"
-		diff -r "$dl" "$STOCK_SRC.tmp" >/dev/null || die "the copy of $dl differs from it"
-		chmod -R a-w "$STOCK_SRC.tmp"
-		mv "$STOCK_SRC.tmp" "$STOCK_SRC"
-	fi
-	req=$(cd "$STOCK_SRC" && go mod edit -json | jq -r --arg m "$GOCNI" '.Require[] | select(.Path == $m) | .Version')
-	[[ $req == "$STOCK_GOCNI" ]] || die "stock containerd $CONTAINERD_VERSION requires $GOCNI '$req', not $STOCK_GOCNI"
-	! grep -q "$OURMOD" "$STOCK_SRC/go.mod" || die "$STOCK_SRC/go.mod mentions $OURMOD"
-	[[ -z $(cd "$STOCK_SRC" && go mod edit -json | jq -r --arg m "$GOCNI" '.Replace[]? | select(.Old.Path == $m)') ]] ||
-		die "$STOCK_SRC/go.mod replaces $GOCNI"
-	log "stock containerd $CONTAINERD_VERSION: go.mod requires $GOCNI $req, no replace of it, no import rewritten"
+	stock_src github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$STOCK_SRC" containerd
 }
 
 # build_stock_bins: containerd, ctr and the runc shim from the stock

@@ -6,7 +6,8 @@
 #   - the settings: REPO, E2E_CACHE, OURMOD, T0, GOWORK=off
 #   - log, die, install_debs, keyhash
 #   - building from the module proxy: fetch_src (download + writable copy,
-#     vendor/ dropped), proxy_dir, require_ours, build_crictl,
+#     vendor/ dropped), proxy_dir, require_ours, stock_src (a control's
+#     unchanged copy), build_crictl,
 #     build_plugins, compile_negative_check
 #   - driving a runtime with crictl (after the harness's crictl wrapper and
 #     its W, NET, HNET, BRIDGE, HBRIDGE, SUBNET, HSUBNET, CNI_CACHE,
@@ -82,6 +83,33 @@ require_ours() {
 	(cd "$1" &&
 		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
 		go mod edit -droprequire="$2")
+}
+
+# stock_src module version dest label: a control's source, as published:
+# module@version from the module proxy, copied unchanged to dest (checked
+# with diff) and made read-only; no rewrite, no replace. Its go.mod must
+# require $GOCNI at $STOCK_GOCNI, neither replace it nor mention our
+# module. Not keyed by our tree: it holds nothing of ours.
+stock_src() {
+	local mod=$1 ver=$2 dest=$3 label=$4 dl req
+	if [[ -f $dest/go.mod ]]; then
+		log "stock $label source: $dest (cached)"
+	else
+		log "downloading $mod@$ver from the module proxy (stock, for the control)"
+		dl=$(proxy_dir "$mod@$ver")
+		[[ ! -e $dest ]] || chmod -R u+w "$dest"
+		rm -rf "$dest" "$dest.tmp" && mkdir -p "$(dirname "$dest")"
+		cp -r "$dl" "$dest.tmp"
+		diff -r "$dl" "$dest.tmp" >/dev/null || die "the copy of $dl differs from it"
+		chmod -R a-w "$dest.tmp"
+		mv "$dest.tmp" "$dest"
+	fi
+	req=$(cd "$dest" && go mod edit -json | jq -r --arg m "$GOCNI" '.Require[] | select(.Path == $m) | .Version')
+	[[ $req == "$STOCK_GOCNI" ]] || die "stock $label $ver requires $GOCNI '$req', not $STOCK_GOCNI"
+	! grep -q "$OURMOD" "$dest/go.mod" || die "$dest/go.mod mentions $OURMOD"
+	[[ -z $(cd "$dest" && go mod edit -json | jq -r --arg m "$GOCNI" '.Replace[]? | select(.Old.Path == $m)') ]] ||
+		die "$dest/go.mod replaces $GOCNI"
+	log "stock $label $ver: go.mod requires $GOCNI $req, no replace of it, no import rewritten"
 }
 
 # build_crictl: crictl $CRICTL_VERSION from the module proxy, once; sets
