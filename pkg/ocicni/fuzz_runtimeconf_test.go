@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,28 +37,7 @@ func FuzzRuntimeConf(f *testing.F) {
 		if err != nil {
 			return
 		}
-		args := &invoke.Args{
-			Command: "ADD", ContainerID: rt.ContainerID, NetNS: rt.NetNS,
-			PluginArgs: rt.Args, IfName: rt.IfName, Path: "/opt/cni/bin",
-		}
-		var cniArgs string
-		for _, kv := range args.AsEnv() {
-			require.NotContains(t, kv, "\x00")
-			if v, ok := strings.CutPrefix(kv, "CNI_ARGS="); ok {
-				cniArgs = v
-			}
-			if strings.HasPrefix(kv, "CNI_") {
-				assert.NotContains(t, kv, "\n", "a CNI_ variable spans lines")
-			}
-		}
-		got := map[string]string{}
-		for _, pair := range strings.Split(cniArgs, ";") {
-			k, v, ok := strings.Cut(pair, "=")
-			require.True(t, ok, "pair %q of %q", pair, cniArgs)
-			_, dup := got[k]
-			require.False(t, dup, "key %s set twice in %q", k, cniArgs)
-			got[k] = v
-		}
+		got := envArgs(t, rt)
 		assert.Equal(t, name, got["K8S_POD_NAME"])
 		assert.Equal(t, namespace, got["K8S_POD_NAMESPACE"])
 		assert.Equal(t, uid, got["K8S_POD_UID"])
@@ -87,21 +67,37 @@ func FuzzRuntimeConfArgsAsGiven(f *testing.F) {
 		if _, dup := want[k2]; !dup {
 			want[k2] = v2
 		}
-		args := &invoke.Args{Command: "ADD", ContainerID: "ctr1", NetNS: rt.NetNS, PluginArgs: rt.Args, IfName: "eth0", Path: "/opt/cni/bin"}
-		var cniArgs string
-		for _, kv := range args.AsEnv() {
-			if v, ok := strings.CutPrefix(kv, "CNI_ARGS="); ok {
-				cniArgs = v
-			}
-		}
-		got := map[string]string{}
-		for _, pair := range strings.Split(cniArgs, ";") {
-			k, v, ok := strings.Cut(pair, "=")
-			require.True(t, ok, "pair %q of %q", pair, cniArgs)
-			_, dup := got[k]
-			require.False(t, dup, "key %s set twice in %q", k, cniArgs)
-			got[k] = v
-		}
+		got := envArgs(t, rt)
 		assert.Equal(t, want, got)
 	})
+}
+
+// envArgs returns the CNI_ARGS pairs of the environment libcni gives a
+// plugin for rt, failing on a pair without "=", a key set twice, a NUL
+// anywhere, or a CNI_ variable that spans lines.
+func envArgs(t *testing.T, rt *libcni.RuntimeConf) map[string]string {
+	t.Helper()
+	args := &invoke.Args{
+		Command: "ADD", ContainerID: rt.ContainerID, NetNS: rt.NetNS,
+		PluginArgs: rt.Args, IfName: rt.IfName, Path: "/opt/cni/bin",
+	}
+	var cniArgs string
+	for _, kv := range args.AsEnv() {
+		require.NotContains(t, kv, "\x00")
+		if v, ok := strings.CutPrefix(kv, "CNI_ARGS="); ok {
+			cniArgs = v
+		}
+		if strings.HasPrefix(kv, "CNI_") {
+			assert.NotContains(t, kv, "\n", "a CNI_ variable spans lines")
+		}
+	}
+	got := map[string]string{}
+	for _, pair := range strings.Split(cniArgs, ";") {
+		k, v, ok := strings.Cut(pair, "=")
+		require.True(t, ok, "pair %q of %q", pair, cniArgs)
+		_, dup := got[k]
+		require.False(t, dup, "key %s set twice in %q", k, cniArgs)
+		got[k] = v
+	}
+	return got
 }
