@@ -48,7 +48,7 @@ func TestGCScopedToLoadedNetworks(t *testing.T) {
 				env.WriteCacheEntry(t, ocicnitest.CacheEntry{Network: "loaded", ContainerID: "mine"})
 				env.WriteCacheEntry(t, ocicnitest.CacheEntry{Network: "other", ContainerID: "theirs"})
 			},
-			scoped: gcScopeWant{dels: []string{"mine loaded eth0"}, files: []string{"other-theirs-eth0"}},
+			scoped:   gcScopeWant{dels: []string{"mine loaded eth0"}, files: []string{"other-theirs-eth0"}},
 			unscoped: gcScopeWant{dels: []string{"mine loaded eth0", "theirs other eth0"}},
 		},
 		{
