@@ -331,17 +331,17 @@ func WithArgsAsGiven() Option {
 // cache dir with other runtimes (the default one, /var/lib/cni) then
 // leaves their sandboxes alone. Of a sandbox that no valid pod owns, GC
 // runs DEL only for the attachments of loaded networks: its cache
-// entries, its corrupt cache files whose names name a loaded network,
-// and the attachments only its order record names. Its record keeps the
-// other lines. Everything else is left as it is, and GC reports none of
-// it as a failure: the cache entries, corrupt files and record lines of
-// other networks, the corrupt files that name no network, an order
-// record that cannot be read, and the saved-config links of a sandbox
-// without a record (their network is not told without reading them).
-// GC still removes the saved configs that no record uses once they are
-// old (see the package doc, "Status and GC"). The network is told by
-// name: a network of the same name that another runtime loads is in
-// scope too.
+// entries, its corrupt cache files whose names name a loaded network, and
+// the attachments only its order record names. Its record keeps the other
+// lines. Everything else is left as it is, and GC reports none of it as a
+// failure: the cache entries, corrupt files and record lines of other
+// networks, the corrupt files that name no network, an order record that
+// cannot be read, and the saved-config links of a sandbox without a
+// record (their network is not told without reading them). GC still
+// removes the saved configs that no record uses once they are old (see
+// the package doc, "Attachment order records"). The network is told by
+// name: a network of the same name that another runtime loads is in scope
+// too.
 //
 // Without this option GC acts on every attachment in the cache dir, so
 // that the attachments of networks removed since are collected too, as
