@@ -72,8 +72,8 @@ func New(opts ...Opt) (CNI, error) {
 		return nil, errors.New("gocni: package ocicni did not provide its memory source hook")
 	}
 	src := &netconf.MemorySource{}
-	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+2)
-	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...), ocicni.WithArgsAsGiven())
+	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+4)
+	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...), ocicni.WithArgsAsGiven(), ocicni.WithGCScopedToLoadedNetworks())
 	engineOpts = append(engineOpts, cfg.engineOpts...)
 	engineOpts = append(engineOpts, withMemory(src)) // also turns the engine's watcher off
 	engine, err := ocicni.New(engineOpts...)

@@ -24,11 +24,12 @@
 //     whose sandboxes never survive its restart, as BuildKit's build-step
 //     namespaces, can call it once at start with no valid sandbox: it then
 //     collects what a SIGKILL left even when the namespace files are lost
-//     (test/e2e/buildkit/gc.patch and its README). GC is not limited to
-//     the loaded networks: it acts on every attachment in the engine's
-//     cache dir, so such a runtime needs a cache dir of its own
-//     ([WithEngineOptions] with [ocicni.WithCacheDir]) on a host where
-//     other runtimes use the default one.
+//     (test/e2e/buildkit/gc.patch and its README). GC acts only on the
+//     attachments of the loaded networks (the engine runs with
+//     [ocicni.WithGCScopedToLoadedNetworks]), as libcni's GCNetworkList
+//     does, so on a host where other runtimes share the default cache
+//     dir their sandboxes on other networks keep everything; the
+//     attachments of networks no longer loaded wait for [Face.Remove].
 //   - Sandbox IDs, interface names and paths are validated by the engine
 //     before any plugin runs.
 //   - Plugins get in CNI_ARGS the pairs of [WithLabels] and [WithArgs],
@@ -63,6 +64,9 @@
 //   - Remove is best effort across networks and works from the cache
 //     when no network is loaded; go-cni's returns at the first failure and
 //     refuses to run before a successful Load.
+//   - [Face.GC] has no go-cni counterpart; it collects the loaded networks
+//     only, as libcni's GCNetworkList, unlike the engine's own GC, which
+//     by default collects every network in its cache dir.
 //   - [WithLoNetwork] runs no plugin; results still list lo, with
 //     127.0.0.1/8 and ::1/128.
 //   - [WithCapabilityIPRanges] passes its ranges as one range set, as the

@@ -31,10 +31,19 @@ func (f *Face) Remove(ctx context.Context, id string, path string, opts ...Names
 	return err
 }
 
-// GC detaches every sandbox not in validSandboxes (sandbox IDs) from
-// every network, from the cache, and then sends the GC verb to the loaded
-// networks at CNI 1.1.0 or later. See [ocicni.Manager.GC]. It is an
+// GC detaches every sandbox not in validSandboxes (sandbox IDs) from the
+// loaded networks, from the cache, and then sends the GC verb to the
+// loaded networks at CNI 1.1.0 or later. See [ocicni.Manager.GC]. It is an
 // addition to go-cni's API.
+//
+// Like libcni's GCNetworkList, it acts only on the attachments of the
+// networks loaded when it runs (the engine runs with
+// [ocicni.WithGCScopedToLoadedNetworks]): the sandboxes that other
+// runtimes attached to their networks in a shared cache dir (the default
+// one, /var/lib/cni) keep their attachments, cache entries and order
+// records, and GC reports nothing of them. Attachments of a network that
+// is no longer loaded are not collected; [Face.Remove] still detaches a
+// sandbox from them.
 func (f *Face) GC(ctx context.Context, validSandboxes []string) error {
 	valid := make([]*ocicni.PodNetwork, 0, len(validSandboxes))
 	for _, id := range validSandboxes {

@@ -278,12 +278,11 @@
 // space. The shared copies of the configs saved last are kept when no
 // record links them, for the next pod of the same config to link.
 //
-// An attachment leaves the record only once its DEL succeeded or its
-// plugin said it is gone: after a teardown, a rollback or a GC that could
-// not delete it, it is still recorded, whether or not its cache entry
-// survived, with its retry state. The record goes when it is
-// empty; GC removes saved configs that no record uses once they are 10
-// minutes old.
+// An attachment leaves the record only once its DEL succeeded or its plugin
+// said it is gone: after a teardown, a rollback or a GC that could not
+// delete it, it is still recorded, whether or not its cache entry survived,
+// with its retry state. The record goes when it is empty; GC removes saved
+// configs that no record uses once they are 10 minutes old.
 //
 // Every path (setup, teardown, rollback, healing, status, forget, GC and
 // [Manager.PendingTeardowns]) reads a sandbox's cache entries, record and
@@ -401,19 +400,21 @@
 // network.
 //
 // [Manager.GC] deletes every cached attachment that no valid pod owns, with
-// its cached config, so attachments of removed networks are collected too;
-// corrupt entries and attachments recorded at ADD but never cached (a
-// failed setup whose rollback failed, a crash during ADD) are deleted with
-// the loaded config inside the netns recorded at ADD. A corrupt entry's
-// file goes once its DEL succeeded; a recorded attachment without any
-// config is [Orphaned] and stays recorded for the next GC. It then
-// sends the GC verb, with the valid attachments (never a nil list, which
-// libcni reads as "delete everything"), to networks at 1.1.0 or later that
-// do not set disableGC. A valid pod's attachments are the union of the
-// networks it names, every cache entry and recorded attachment of its ID,
-// and, when it names none, the default network on eth0: listing more can
-// only protect more. [Manager.GCOutcomes] is GC that also returns the
-// [Outcome] of every stale attachment it acted on or could not act on.
+// its cached config, so attachments of removed networks are collected too,
+// unless [WithGCScopedToLoadedNetworks] limits it, as libcni's
+// GCNetworkList, to the networks loaded (the others' files are then left as
+// they are); corrupt entries and attachments recorded at ADD but never
+// cached (a failed setup whose rollback failed, a crash during ADD) are
+// deleted with the loaded config inside the netns recorded at ADD. A corrupt
+// entry's file goes once its DEL succeeded; a recorded attachment without
+// any config is [Orphaned] and stays recorded for the next GC. It then sends
+// the GC verb, with the valid attachments (never a nil list, which libcni
+// reads as "delete everything"), to networks at 1.1.0 or later that do not
+// set disableGC. A valid pod's attachments are the union of the networks it
+// names, every cache entry and recorded attachment of its ID, and, when it
+// names none, the default network on eth0: listing more can only protect
+// more. [Manager.GCOutcomes] is GC that also returns the [Outcome] of every
+// stale attachment it acted on or could not act on.
 //
 // GC does not stop pod operations while it runs (see "Locking"). It plans
 // without a lock, from one listing of the cache and one reading of the
@@ -441,10 +442,9 @@
 // # Cache layout
 //
 // The libcni result cache is read only through package
-// github.com/seed-671fdd43/ocicni/pkg/cache, which also keeps the
-// attachment order record outside libcni's results directory.
-// On Linux the manager has it keep an index of the results directory's
-// file names, current through inotify ([cache.Cache.IndexResults]), so that
-// finding one sandbox's entries costs the same on a node with 10,000
-// entries as on an empty one.
+// github.com/seed-671fdd43/ocicni/pkg/cache, which also keeps the attachment
+// order record outside libcni's results directory. On Linux the manager has
+// it keep an index of the results directory's file names, current through
+// inotify ([cache.Cache.IndexResults]), so that finding one sandbox's
+// entries costs the same on a node with 10,000 entries as on an empty one.
 package ocicni

@@ -84,7 +84,12 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
-	m.store.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
+	if rerr != nil && m.opts.gcLoadedOnly {
+		// It may name other networks' attachments: neither replaced nor removed.
+		clog.WithError(rerr).Warn("GC scoped to the loaded networks leaves an unreadable attachment order record as it is")
+	} else {
+		m.store.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
+	}
 	if sc.strays && recorded == nil && rerr == nil && len(errs) == 0 {
 		m.store.removeStrays(sc.id, clog)
 	}

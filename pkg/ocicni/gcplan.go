@@ -67,14 +67,18 @@ func (v *validSet) addAll(id string, inv *inventory) {
 // planGC lists the cache once, reads the order records once, and plans
 // the DELs of every attachment that neither a valid pod nor a setup seen
 // by watch owns: for each other container, everything its inventory
-// holds (see [store.scanNode]). It takes no lock: what it reads may change
-// before the DELs run, which recheck under each container's lock.
+// holds (see [store.scanNode]), or only what is in scope under
+// [WithGCScopedToLoadedNetworks] (see [Manager.scopeStale]). It takes no
+// lock: what it reads may change before the DELs run, which recheck under
+// each container's lock.
 func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
 	n, errs := m.store.scanNode()
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {
 		m.sweepConfigs(n.recs, log)
-		strays = strayIDs(n.recs)
+		if !m.opts.gcLoadedOnly { // their networks are not told without reading them
+			strays = strayIDs(n.recs)
+		}
 	}
 	g := &gcPlan{recs: n.recs, byID: n.byID}
 	var verrs []error
@@ -86,7 +90,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	// the setups watch saw; one that still names nothing is a Failed
 	// outcome, left for the next GC.
 	corrupt, unowned, _ := n.corruptByID(set, slices.Concat(slices.Sorted(maps.Keys(g.validIDs)), watch.ids())...)
-	for _, ee := range unowned {
+	for _, ee := range m.scopeUnowned(unowned, set) {
 		g.unplanned = append(g.unplanned, Outcome{ContainerID: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, Class: Failed, Err: ee})
 		errs = append(errs, &NetworkError{Verb: "DEL", Err: ee})
 	}
@@ -95,9 +99,12 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 		if keep(id) {
 			continue
 		}
+		inv := n.inventory(id, corrupt[id], set)
+		if !m.scopeStale(inv, set, log) {
+			continue // only other networks' attachments: not GC's
+		}
 		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
 		_, sc.strays = slices.BinarySearch(strays, id)
-		inv := n.inventory(id, corrupt[id], set)
 		logInventory(inv, log)
 		errs = append(errs, m.planStale(sc, inv, set, log)...)
 	}

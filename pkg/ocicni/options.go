@@ -64,6 +64,7 @@ type options struct {
 	debounce        time.Duration
 	delStopAtCode3  bool // libcni's list DEL only; see WithDELStopAtUnknownContainer
 	argsAsGiven     bool // see WithArgsAsGiven
+	gcLoadedOnly    bool // see WithGCScopedToLoadedNetworks
 	pluginEnv       []string
 	pluginHook      PluginHook
 	gcWorkers       int
@@ -320,6 +321,35 @@ func WithDELStopAtUnknownContainer() Option {
 func WithArgsAsGiven() Option {
 	return func(o *options) error {
 		o.argsAsGiven = true
+		return nil
+	}
+}
+
+// WithGCScopedToLoadedNetworks limits what [Manager.GC] deletes to the
+// attachments of the networks loaded when GC runs, as libcni's
+// GCNetworkList limits itself to one network's: a manager sharing its
+// cache dir with other runtimes (the default one, /var/lib/cni) then
+// leaves their sandboxes alone. Of a sandbox that no valid pod owns, GC
+// runs DEL only for the attachments of loaded networks: its cache
+// entries, its corrupt cache files whose names name a loaded network, and
+// the attachments only its order record names. Its record keeps the other
+// lines. Everything else is left as it is, and GC reports none of it as a
+// failure: the cache entries, corrupt files and record lines of other
+// networks, the corrupt files that name no network, an order record that
+// cannot be read, and the saved-config links of a sandbox without a
+// record (their network is not told without reading them). GC still
+// removes the saved configs that no record uses once they are old (see
+// the package doc, "Attachment order records"). The network is told by
+// name: a network of the same name that another runtime loads is in scope
+// too.
+//
+// Without this option GC acts on every attachment in the cache dir, so
+// that the attachments of networks removed since are collected too, as
+// a runtime that owns its conf dir and cache dir wants. The go-cni face
+// (package gocni) uses it: its GC collects only the networks it loaded.
+func WithGCScopedToLoadedNetworks() Option {
+	return func(o *options) error {
+		o.gcLoadedOnly = true
 		return nil
 	}
 }
