@@ -36,6 +36,12 @@
 //     IP and MAC included, and nothing else, as with go-cni: no pair of
 //     the engine's and none of the process's own CNI_ARGS variable (the
 //     engine runs with [ocicni.WithArgsAsGiven]).
+//   - A face created on a thread locked in another network namespace
+//     than the process's, as BuildKit creates it in RootlessKit's
+//     detached one, starts every plugin in that namespace, background
+//     DEL retries and rollbacks included (see [ocicni.New]); Setup and
+//     SetupSerially called from such a thread run their ADDs there, as
+//     go-cni's do.
 //
 // # Loading
 //
