@@ -66,6 +66,8 @@ run_phase() {
 		BK_PID=
 		rm -f "$W/buildkitd.pid"
 	fi
+	# The gc phase's foreign sandbox, if a failure left it.
+	foreign_remove
 	PHASE_LEFT=$(leftover_kinds)
 	remove_by_hand
 	[[ $(sum_kinds "$(leftover_kinds)") == 0 ]] || die "$phase: leftovers after the forced cleanup: $(kinds "$(leftover_kinds)")"

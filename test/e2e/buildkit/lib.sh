@@ -149,6 +149,7 @@ write_configs() {
 	write_conflist "$W/cni/$NET.conflist" "$NET" "$BRIDGE" "$SUBNET" faultplug
 	write_bk_config cni "$POOL"
 	write_bk_config bridge "$POOL"
+	write_foreign_conflist
 	cp /bin/busybox "$W/ctx/busybox"
 	# Each RUN prints its address on IFACE, which must be in the mode's
 	# subnet, and pings the bridge's gateway; SLEEP keeps it running.
@@ -296,12 +297,13 @@ ipt_delete() {
 spares() { find "$RECORDS" -maxdepth 1 -name '.spare-*' -printf '%f\n' 2>/dev/null || true; }
 
 # foreign_entries: how many cache entries and order records under
-# $CNI_CACHE are not this test's (the engine's spare record files, kept
-# for reuse by any later engine, are no one's).
+# $CNI_CACHE are not this test's: neither BuildKit's nor those of the gc
+# phase's foreign sandbox while it exists (foreign_files). The engine's
+# spare record files, kept for reuse by any later engine, are no one's.
 foreign_entries() {
 	local all ours
 	all=$(($(find "$CNI_CACHE/results" -type f 2>/dev/null | wc -l) + $(find "$RECORDS" -maxdepth 1 -type f ! -name '.spare-*' 2>/dev/null | wc -l)))
-	ours=$(($(cache_files | wc -l) + $(record_files | wc -l)))
+	ours=$(($(cache_files | wc -l) + $(record_files | wc -l) + $(foreign_files | wc -l)))
 	echo $((all - ours))
 }
 
@@ -359,16 +361,20 @@ ipt_chains() {
 }
 
 # check_host_free: no bridge of ours, no host address in our subnets, no
-# other buildkitd, nothing of BuildKit's at the default paths.
+# netns or cache entry of the foreign network, no other buildkitd,
+# nothing of BuildKit's at the default paths.
 check_host_free() {
 	local br s n
-	for br in "$BRIDGE" "$BKBRIDGE"; do
+	for br in "$BRIDGE" "$BKBRIDGE" "$FBRIDGE"; do
 		ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run?)"
 	done
-	for s in "$SUBNET" "$BKSUBNET"; do
+	for s in "$SUBNET" "$BKSUBNET" "$FSUBNET"; do
 		! ip -4 -o addr show | grep -qF " ${s%.*}." ||
-			die "a host interface has an address in $s: pick another subnet (E2E_SUBNET, E2E_BK_SUBNET)"
+			die "a host interface has an address in $s: pick another subnet (E2E_SUBNET, E2E_BK_SUBNET, E2E_FOREIGN_SUBNET)"
 	done
+	[[ ! -e /run/netns/$FNS ]] || die "netns $FNS exists already (another run?)"
+	[[ -z $(find "$CNI_CACHE/results" -maxdepth 1 -name "$FNET-*" 2>/dev/null) ]] ||
+		die "$CNI_CACHE/results holds entries of $FNET already (another run?)"
 	! pgrep -x buildkitd >/dev/null || die "a buildkitd runs already: its state would be counted as ours"
 	n=$(($(res_files | wc -l) + $(cache_files | wc -l) + $(record_files | wc -l) + $(ipt_rules | wc -l)))
 	if ((n > 0)); then
@@ -390,6 +396,7 @@ cleanup() {
 	[[ -z ${BK_PID:-} && -f $W/buildkitd.pid ]] && BK_PID=$(<"$W/buildkitd.pid")
 	stop_bk KILL
 	remove_by_hand
+	foreign_remove
 	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
 	ip link del "$BRIDGE" 2>/dev/null
 	ip link del "$BKBRIDGE" 2>/dev/null
@@ -704,8 +711,11 @@ phase_addfail() {
 # root wiped or on tmpfs, a crash between a namespace's deletion and its
 # DEL): cleanOldNamespaces then finds nothing to release. First the
 # unpatched binary restarts (its leftovers are recorded in NOTE), then the
-# patched one, which must leave nothing. The control runs the first half
-# only: go-cni v1.1.14 has no GC.
+# patched one, which must leave nothing of BuildKit's, and must leave the
+# foreign sandbox (foreign.sh), attached before it starts to a network it
+# never loads, as it was: its GC is scoped to the networks it loaded. The
+# foreign sandbox is then detached and must be gone. The control runs
+# the first half only: go-cni v1.1.14 has no GC.
 phase_gc() {
 	local f left
 	start_bk "$BK_MODE"
@@ -725,25 +735,31 @@ phase_gc() {
 	NOTE[$PHASE]="unpatched restart left: $(kinds "$left")"
 	log "gc: the unpatched restart left: $(kinds "$left")"
 	[[ -z $CONTROL && -n ${GC_BIN:-} ]] || return 0
-	# The engine's GC deletes every attachment under /var/lib/cni that no
-	# valid sandbox owns, any runtime's: not while other CNI users have
-	# some.
+	foreign_attach
+	# The patched half runs only when the cache holds nothing of other CNI
+	# users but the foreign sandbox: a GC that was not scoped would tear
+	# theirs down too.
 	f=$(foreign_entries)
 	if ((f > 0)); then
-		log "gc: $f entries of other CNI users under $CNI_CACHE, which GC would delete: the patched half is skipped"
+		log "gc: $f entries of other CNI users under $CNI_CACHE besides the foreign sandbox: the patched half is skipped"
 		NOTE[$PHASE]+="; gc.patch not run: $f entries of other CNI users under $CNI_CACHE"
+		foreign_detach
 		remove_by_hand
 		return 0
 	fi
 	start_bk "$BK_MODE" "$GC_BIN"
 	wait_for 30 "gc: the patched buildkitd logged its GC" grep -q "cni GC at provider start done" "$W/buildkitd.log"
 	log "gc: $(grep -o 'cni GC at provider start done.*' "$W/buildkitd.log" | tail -1 | cut -c1-160)"
+	foreign_kept "after the patched buildkitd's GC"
 	build "gc-$BK_MODE-patched" || die "gc: a build on the patched buildkitd failed"
 	check_build "gc-$BK_MODE-patched"
 	stop_bk TERM
+	foreign_kept "after the patched buildkitd's build and stop"
 	# shellcheck disable=SC2086 # one ID a word
 	masq_left gc $CRASH_NS
-	NOTE[$PHASE]+="; with gc.patch: $(kinds "$(leftover_kinds)")"
+	NOTE[$PHASE]+="; with gc.patch: $(kinds "$(leftover_kinds)"); foreign sandbox of $FNET ($(foreign_addr)) kept its reservation, cache entry, order record and eth0 through the GC"
+	foreign_detach
+	NOTE[$PHASE]+=", then detached by ocicnitool: gone"
 }
 
 # kinds "r v c o n f": the non-zero kinds, "0" when none.

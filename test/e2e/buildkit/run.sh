@@ -145,8 +145,8 @@ prepare_gc_src() {
 }
 
 # build_bins: the face's buildkitd and buildctl (BIN), the same with
-# gc.patch (GC_BIN), keyed by BuildKit version and our tree hash, then
-# build_tools.
+# gc.patch (GC_BIN), keyed by BuildKit version and our tree hash,
+# ocicnitool (OCICNITOOL), then build_tools.
 build_bins() {
 	local key
 	command -v patch >/dev/null || install_debs patch
@@ -157,6 +157,10 @@ build_bins() {
 	GC_BIN=$E2E_CACHE/bin-buildkit-gc-$BUILDKIT_VERSION-$key
 	build_bk "$SRC" "$BIN" "" -mod=mod
 	build_bk "$GC_SRC" "$GC_BIN" "gc.patch " -mod=mod
+	# The gc phase attaches its foreign sandbox with this checkout's
+	# ocicnitool (see foreign.sh); go build is incremental.
+	OCICNITOOL=$E2E_CACHE/bin-ocicnitool-$(printf '%s' "$REPO" | sha256sum | cut -c1-8)/ocicnitool
+	(cd "$REPO" && go build -o "$OCICNITOOL" ./cmd/ocicnitool) || die "building ocicnitool failed"
 	go version -m "$BIN/buildkitd" | grep -qF "$OURMOD" || die "$BIN/buildkitd does not link $OURMOD"
 	! go version -m "$BIN/buildkitd" | grep -qP "^\tdep\t\Q$GOCNI\E\t" || die "$BIN/buildkitd links $GOCNI"
 	build_tools
@@ -214,6 +218,8 @@ run | all | control)
 	. "$HERE/lib.sh"
 	# shellcheck source=test/e2e/buildkit/control.sh
 	. "$HERE/control.sh"
+	# shellcheck source=test/e2e/buildkit/foreign.sh
+	. "$HERE/foreign.sh"
 	shift || true
 	select_phases "$@"
 	case $MODE in
