@@ -119,7 +119,7 @@ func TestPluginsGetTheCallersArgsOnly(t *testing.T) {
 // A pair that would make the plugin read other pairs than given is
 // refused before any plugin runs.
 func TestInjectingArgsRunNoPlugin(t *testing.T) {
-	for _, kv := range [][2]string{{"A", "b;IP=10.0.0.1"}, {"A=B", "c"}, {"", "x"}, {"A", "b\x00"}} {
+	for _, kv := range [][2]string{{"A", "b;IP=10.0.0.1"}, {"A=B", "c"}, {"", "x"}, {"A", "b\x00"}, {"\nA", "b"}, {"A", "b\nc"}} {
 		env := ocicnitest.NewEnv(t)
 		env.WriteConflist(t, "a", "1.0.0", "bridge")
 		f := newFace(t, env, cni.WithDefaultConf)

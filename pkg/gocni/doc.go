@@ -84,9 +84,10 @@
 //     the engine; two with one interface name fail at setup.
 //   - A load made of the loopback network alone cannot set a pod up.
 //   - [WithPluginDir] takes effect at New only.
-//   - A CNI_ARGS pair whose key is empty or holds "=", ";" or NUL, or
-//     whose value holds ";" or NUL, is refused before any plugin runs:
-//     go-cni passes it on, and the plugin reads other pairs than given.
+//   - A CNI_ARGS pair whose key is empty or holds "=" or ";", whose
+//     value holds ";", or that holds a control character, is refused
+//     before any plugin runs: go-cni passes it on, and the plugin reads
+//     other pairs than given, or a variable that spans lines.
 //   - Each [New] starts an engine, with a goroutine for healing; a face
 //     that becomes unreachable without [Face.Shutdown] shuts its engine
 //     down when the garbage collector finds it, so code that calls New

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/containernetworking/cni/libcni"
 )
@@ -138,9 +139,10 @@ func buildRuntimeConf(pod *PodNetwork, att NetAttachment, asGiven bool) (*libcni
 func addExtras(rt *libcni.RuntimeConf, set map[string]bool, rc RuntimeConfig, network string) (*libcni.RuntimeConf, error) {
 	for _, kv := range rc.ExtraArgs {
 		k, v := kv[0], kv[1]
-		if k == "" || strings.ContainsAny(k, "=;\x00") || strings.ContainsAny(v, ";\x00") {
+		if k == "" || strings.ContainsAny(k, "=;") || strings.Contains(v, ";") ||
+			strings.IndexFunc(k+v, unicode.IsControl) >= 0 {
 			return nil, invalidArg(fmt.Sprintf("CNI_ARGS pair for network %q", network), k+"="+v,
-				`a key must be non-empty without "=", ";" or NUL; a value without ";" or NUL`)
+				`a key must be non-empty without "=" or ";", a value without ";", and neither may hold a control character`)
 		}
 		if set[k] {
 			continue

@@ -75,7 +75,7 @@ type RuntimeConfig struct {
 	// ExtraArgs are CNI_ARGS pairs appended after the ones the manager
 	// sets (IgnoreUnknown, K8S_POD_*, IP, MAC), which they cannot
 	// override. A key must be non-empty and hold no "=" or ";", a value
-	// no ";"; neither may hold a NUL.
+	// no ";"; neither may hold a control character (NUL, newline, ...).
 	ExtraArgs [][2]string `json:"-"`
 	// ExtraCapabilities are runtimeConfig capabilities (such as "dns")
 	// passed to plugins that declare them. The fields above win over a
