@@ -167,17 +167,12 @@ prepare_stock_src() {
 # touched), into bin-containerd-stock-$CONTAINERD_VERSION; then
 # build_tools. The binary must link go-cni $STOCK_GOCNI and nothing of ours.
 build_stock_bins() {
-	local deps
 	command -v jq >/dev/null || install_debs jq
 	prepare_stock_src
 	KEY=
 	BIN=$E2E_CACHE/bin-containerd-stock-$CONTAINERD_VERSION
 	build_ctrd "$STOCK_SRC" "stock " -mod=readonly
-	deps=$(go version -m "$BIN/containerd") || die "go version -m $BIN/containerd failed"
-	grep -qP "^\tdep\t\Q$GOCNI\E\t\Q$STOCK_GOCNI\E\t" <<<"$deps" ||
-		die "$BIN/containerd does not link $GOCNI $STOCK_GOCNI: $(grep -F "$GOCNI" <<<"$deps" || echo none)"
-	! grep -qF -e "$OURMOD" -e "=>" <<<"$deps" || die "$BIN/containerd links $OURMOD or a replaced module"
-	log "stock containerd links $GOCNI $STOCK_GOCNI (go version -m), nothing of $OURMOD, no replace"
+	stock_links "$BIN/containerd" containerd
 	build_tools
 }
 

@@ -7,7 +7,7 @@
 #   - log, die, install_debs, keyhash
 #   - building from the module proxy: fetch_src (download + writable copy,
 #     vendor/ dropped), proxy_dir, require_ours, stock_src (a control's
-#     unchanged copy), build_crictl,
+#     unchanged copy), stock_links, build_crictl,
 #     build_plugins, compile_negative_check
 #   - driving a runtime with crictl (after the harness's crictl wrapper and
 #     its W, NET, HNET, BRIDGE, HBRIDGE, SUBNET, HSUBNET, CNI_CACHE,
@@ -110,6 +110,17 @@ stock_src() {
 	[[ -z $(cd "$dest" && go mod edit -json | jq -r --arg m "$GOCNI" '.Replace[]? | select(.Old.Path == $m)') ]] ||
 		die "$dest/go.mod replaces $GOCNI"
 	log "stock $label $ver: go.mod requires $GOCNI $req, no replace of it, no import rewritten"
+}
+
+# stock_links bin label: the stock binary bin links go-cni $STOCK_GOCNI
+# and nothing of ours, and no replaced module (go version -m).
+stock_links() {
+	local deps
+	deps=$(go version -m "$1") || die "go version -m $1 failed"
+	grep -qP "^\tdep\t\Q$GOCNI\E\t\Q$STOCK_GOCNI\E\t" <<<"$deps" ||
+		die "$1 does not link $GOCNI $STOCK_GOCNI: $(grep -F "$GOCNI" <<<"$deps" || echo none)"
+	! grep -qF -e "$OURMOD" -e "=>" <<<"$deps" || die "$1 links $OURMOD or a replaced module"
+	log "stock $2 links $GOCNI $STOCK_GOCNI (go version -m), nothing of $OURMOD, no replace"
 }
 
 # build_crictl: crictl $CRICTL_VERSION from the module proxy, once; sets
