@@ -80,8 +80,8 @@ func TestArgsMatchGoCNI(t *testing.T) {
 				nsPath := testenv.NewNS(t)
 				up, down := argsSide(t, sideName, []byte(conf), filepath.Join(dir, "cache-"+sideName), tt.opts)
 				ctx := context.Background()
+				t.Cleanup(func() { removeGoCNIEntries(id) }) // also when up fails half-way
 				require.NoError(t, up(ctx, id, nsPath))
-				t.Cleanup(func() { removeGoCNIEntries(id) })
 				if tt.ip != "" {
 					assert.Equal(t, []string{tt.ip}, testenv.AddrsIn(t, nsPath, "eth0"), "the static IP is eth0's")
 				}
