@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/admit"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -69,18 +70,27 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]Ne
 		release()
 		return nil, err
 	}
-	results, err := m.attach(ctx, &pod, plans, had, log, &setupHold{release: release, dropGate: lease.dropGate})
+	hold := &setupHold{release: release, dropGate: lease.dropGate}
+	results, err := m.attach(ctx, &pod, plans, had, log, hold)
 	if !errors.Is(err, ErrRollbackPending) {
-		release()
+		hold.end()
 	}
 	return results, err
 }
 
-// setupHold is what a setup holds while it runs: release ends it (the
-// pod's lock, the gate, the setup's registration with GC); dropGate
-// releases only the gate.
+// setupHold is what a setup holds while it runs: end ends it (its
+// admission, then the pod's lock, the gate and the setup's registration
+// with GC); dropGate releases only the gate. A rollback runs under the
+// setup's hold, admission included, and never waits for one of its own;
+// one left in the background gives the admission up.
 type setupHold struct {
 	release, dropGate func()
+	slot              *admit.Slot // nil until admitted
+}
+
+func (h *setupHold) end() {
+	h.slot.Release()
+	h.release()
 }
 
 // attach brings up lo, records the attachments durably and runs ADD for
@@ -117,6 +127,10 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 	}
 	if len(fresh) < len(plans) {
 		log.WithField("live", len(plans)-len(fresh)).Info("Pod already holds some of its attachments; adding the others")
+	}
+	var err error
+	if hold.slot, err = admitted(ctx, m.admit.setup, "setting up", pod.ID); err != nil {
+		return nil, err // nothing ran: lo and the record are left as they were
 	}
 
 	gate := pluginexec.NewGate()
@@ -176,12 +190,13 @@ func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*pl
 // record written before the ADDs (recorded). plans are the ones this call
 // ran or would have run ADD for: an attachment the sandbox held live
 // before the call is none of them, so it is neither deleted nor dropped
-// from the record. It returns serr once the
-// rollback finished, with its failures; or, when ctx ends first, at once,
-// with serr matching ErrRollbackPending, and the rollback goes on in the
-// background, holding the pod's lock but not the gate (it holds back no
-// GC), and then releases hold. The caller's deadline is a promise, also
-// when the ADD failed fast and the rollback is slow.
+// from the record. It returns serr once the rollback finished, with its
+// failures; or, when ctx ends first, at once, with serr matching
+// ErrRollbackPending, and the rollback goes on in the background, holding
+// the pod's lock but neither the gate (it holds back no GC) nor its
+// admission (it holds back no pod), and then releases hold. The caller's
+// deadline is a promise, also when the ADD failed fast and the rollback
+// is slow.
 func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan, failed int, recorded []cache.Attachment,
 	serr *SetupError, log *logrus.Entry, hold *setupHold,
 ) error {
@@ -203,10 +218,11 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 	}
 	serr.Cause, serr.RollbackPending = ctx.Err(), true
 	hold.dropGate()
+	hold.slot.Release() // pods first: a rollback left in the background counts against no bound
 	m.rollbacks.Add()
 	go func() {
 		defer m.rollbacks.Done()
-		defer hold.release()
+		defer hold.end()
 		if rerr := <-finished; rerr != nil {
 			log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +
 				"the attachments stay recorded for DEL retries, teardown and GC")

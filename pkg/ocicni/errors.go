@@ -52,6 +52,11 @@ var (
 	// the rollback of what was attached goes on in the background, holding
 	// the pod's lock, under [WithRollbackTimeout].
 	ErrRollbackPending = errors.New("ocicni: rollback still running in the background")
+	// ErrNotAdmitted is matched, with the context's error, by the error
+	// of a setup or teardown whose context ended while it waited for its
+	// turn to run plugins (see the package doc, "Admission"): nothing ran
+	// and nothing changed, so the caller may simply call again.
+	ErrNotAdmitted = errors.New("ocicni: context ended while waiting for admission; nothing ran")
 	// ErrNoConfig means an attachment has neither a loaded config nor a
 	// cache entry, so no plugin can be run for it.
 	ErrNoConfig = errors.New("ocicni: no config and no cache entry for attachment")

@@ -35,6 +35,7 @@ type Manager struct {
 	gate   *locks.Gate
 	pods   *locks.Keyed
 	setups *setupTracker   // setups in flight, watched by GC
+	admit  admissionQueues // pod operations' turns to run plugins; leaves, taken last
 	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
 
 	ctx       context.Context // cancelled by Shutdown; owns the healing loop
@@ -92,6 +93,7 @@ func New(opts ...Option) (*Manager, error) {
 		pods:  locks.NewKeyed(),
 
 		setups: newSetupTracker(),
+		admit:  newAdmissionQueues(o.admission),
 	}
 	m.cni = newCNIRunner(o.binDirs, m.cache, exec)
 	conf, err := netconf.New(netconf.Config{

@@ -69,6 +69,7 @@ type options struct {
 	pluginHook      PluginHook
 	gcWorkers       int
 	heal            HealPolicy
+	admission       Admission
 	versionWait     time.Duration  // see netconf.Config; tests shorten it
 	versionTimeout  time.Duration  // see netconf.Config; tests shorten it
 	configGrace     time.Duration  // see savedConfigGrace; tests shorten it
@@ -87,6 +88,7 @@ func defaultOptions() options {
 		debounce:        100 * time.Millisecond,
 		gcWorkers:       defaultGCWorkers(),
 		heal:            defaultHealPolicy(),
+		admission:       defaultAdmission(),
 		versionWait:     netconf.DefaultVersionWait,
 		versionTimeout:  netconf.DefaultVersionTimeout,
 		configGrace:     savedConfigGrace,

@@ -51,6 +51,13 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	if err != nil {
 		return nil, err
 	}
+	if slices.ContainsFunc(plans, func(p *plan) bool { return p.list != nil }) { // a plugin will run
+		slot, err := admitted(ctx, m.admit.teardown, "tearing down", pod.ID)
+		if err != nil {
+			return nil, err // nothing ran: the record and the cache are as they were
+		}
+		defer slot.Release()
+	}
 	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
 	err = m.teardownResult(&pod, outcomes, log)
 	m.store.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)

@@ -1,0 +1,105 @@
+package ocicni
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/seed-671fdd43/ocicni/internal/admit"
+)
+
+// Admission bounds how many pod operations run their plugins at once (see
+// the package doc, "Admission"). A zero field takes its default; see
+// [WithAdmission].
+type Admission struct {
+	// Setup is how many setups may run their plugins at once; the others
+	// wait in arrival order. By default, two per CPU the process may use
+	// (GOMAXPROCS). [Unbounded] admits every setup at once.
+	Setup int
+	// Teardown is the same for teardowns; four per CPU by default. DEL
+	// mostly waits (on the kernel, on IPAM locks) where ADD computes, so
+	// its bound is wider.
+	Teardown int
+	// Overtime is how long an operation counts against its bound: past
+	// it, its slot goes to the next waiter and its plugins run on
+	// uncounted, so that a plugin that hangs, or waits on a remote API,
+	// holds up the node for at most that long. One second by default.
+	Overtime time.Duration
+	// Disabled admits every operation at once, as libcni's callers do
+	// (see [WithoutAdmission]).
+	Disabled bool
+}
+
+// Unbounded, as [Admission.Setup] or [Admission.Teardown], admits every
+// operation of that kind at once.
+const Unbounded = -1
+
+// defaultAdmission derives the bounds from the CPUs the process may use:
+// plugin runs are Go binaries starting up, so CPU-bound. See BENCHMARKS.md,
+// "Bursts", for the bounds measured against each other.
+func defaultAdmission() Admission {
+	cpus := runtime.GOMAXPROCS(0)
+	return Admission{Setup: 2 * cpus, Teardown: 4 * cpus, Overtime: time.Second}
+}
+
+// WithAdmission sets the bounds of [Admission]; a zero field keeps its
+// default. A negative bound other than [Unbounded], or a negative
+// overtime, is refused.
+func WithAdmission(a Admission) Option {
+	return func(o *options) error {
+		for _, n := range []int{a.Setup, a.Teardown} {
+			if n < Unbounded {
+				return fmt.Errorf("%w: admission bound %d, want at least 1, or Unbounded", ErrInvalidArgument, n)
+			}
+		}
+		if a.Overtime < 0 {
+			return fmt.Errorf("%w: admission overtime %v", ErrInvalidArgument, a.Overtime)
+		}
+		d := defaultAdmission()
+		if a.Setup == 0 {
+			a.Setup = d.Setup
+		}
+		if a.Teardown == 0 {
+			a.Teardown = d.Teardown
+		}
+		if a.Overtime == 0 {
+			a.Overtime = d.Overtime
+		}
+		o.admission = a
+		return nil
+	}
+}
+
+// WithoutAdmission admits every pod operation at once: each setup and
+// teardown runs its plugins as soon as it holds its sandbox's lock, as
+// with libcni alone.
+func WithoutAdmission() Option {
+	return func(o *options) error {
+		o.admission.Disabled = true
+		return nil
+	}
+}
+
+// admissionQueues are the manager's two queues; nil ones admit at once.
+type admissionQueues struct {
+	setup, teardown *admit.Queue
+}
+
+func newAdmissionQueues(a Admission) admissionQueues {
+	if a.Disabled {
+		return admissionQueues{}
+	}
+	return admissionQueues{setup: admit.New(a.Setup, a.Overtime), teardown: admit.New(a.Teardown, a.Overtime)}
+}
+
+// admit waits in q for the right to run the plugins of pod id's
+// operation (verb "setting up" or "tearing down"). When ctx ends first,
+// nothing has run and the error matches [ErrNotAdmitted] and ctx's error.
+func admitted(ctx context.Context, q *admit.Queue, verb, id string) (*admit.Slot, error) {
+	slot, err := q.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: %s pod %s: %w: %w", verb, id, ErrNotAdmitted, err)
+	}
+	return slot, nil
+}
