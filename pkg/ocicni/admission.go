@@ -17,9 +17,9 @@ type Admission struct {
 	// wait in arrival order. By default, two per CPU the process may use
 	// (GOMAXPROCS). [Unbounded] admits every setup at once.
 	Setup int
-	// Teardown is the same for teardowns; four per CPU by default. DEL
+	// Teardown is the same for teardowns; eight per CPU by default. DEL
 	// mostly waits (on the kernel, on IPAM locks) where ADD computes, so
-	// its bound is wider.
+	// a bound as tight as setup's would stretch a burst of teardowns.
 	Teardown int
 	// Overtime is how long an operation counts against its bound: past
 	// it, its slot goes to the next waiter and its plugins run on
@@ -40,7 +40,7 @@ const Unbounded = -1
 // "Bursts", for the bounds measured against each other.
 func defaultAdmission() Admission {
 	cpus := runtime.GOMAXPROCS(0)
-	return Admission{Setup: 2 * cpus, Teardown: 4 * cpus, Overtime: time.Second}
+	return Admission{Setup: 2 * cpus, Teardown: 8 * cpus, Overtime: time.Second}
 }
 
 // WithAdmission sets the bounds of [Admission]; a zero field keeps its

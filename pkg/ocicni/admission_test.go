@@ -44,8 +44,8 @@ func TestAdmissionOptions(t *testing.T) {
 		overtime        time.Duration
 		invalid         bool
 	}{
-		{name: "default", setup: 2 * cpus, teardown: 4 * cpus, overtime: time.Second},
-		{name: "zero fields keep defaults", opts: []Option{WithAdmission(Admission{})}, setup: 2 * cpus, teardown: 4 * cpus, overtime: time.Second},
+		{name: "default", setup: 2 * cpus, teardown: 8 * cpus, overtime: time.Second},
+		{name: "zero fields keep defaults", opts: []Option{WithAdmission(Admission{})}, setup: 2 * cpus, teardown: 8 * cpus, overtime: time.Second},
 		{name: "bounds", opts: []Option{WithAdmission(Admission{Setup: 3, Teardown: 5, Overtime: time.Minute})}, setup: 3, teardown: 5, overtime: time.Minute},
 		{name: "unbounded teardown", opts: []Option{WithAdmission(Admission{Teardown: Unbounded})}, setup: 2 * cpus, overtime: time.Second},
 		{name: "disabled", opts: []Option{WithoutAdmission()}},
