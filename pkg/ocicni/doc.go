@@ -61,9 +61,8 @@
 // directory. [Manager.Shutdown] stops the watcher and the healing loop
 // and waits for them, for the reloads and plugin VERSION calls that are
 // running, for background rollbacks and for a heal retry in flight; it may
-// be called twice. As in cri-o/ocicni, every
-// method keeps working afterwards, as for a manager created
-// [WithoutWatcher].
+// be called twice. As in cri-o/ocicni, every method keeps working
+// afterwards, as for a manager created [WithoutWatcher].
 //
 // A reload builds a new network set off to the side and swaps it in
 // atomically, so an operation never sees half a reload; sets are swapped
@@ -76,10 +75,8 @@
 // bounded by its own timeout and cancelled by no caller (nor by Shutdown,
 // which waits for them). A reload waits for them for about a second; a
 // network whose plugins have not answered by then is reported as skipped
-// with [ErrVersionPending] (or keeps the config it had), and is loaded by
-// the reload that follows the answer, so one hung plugin does not hold up
-// the other networks. (Loading lives in the module's internal package
-// netconf, which the manager reads from and never gets calls back from.)
+// with [ErrVersionPending] (or keeps the config it had) until the reload
+// after the answer, so one hung plugin does not hold the others up.
 //
 // # Locking
 //
@@ -100,9 +97,11 @@
 //     only while it sends the GC verbs (at most 10 s).
 //   - Nothing waits for the gate exclusively while holding it shared or
 //     holding a sandbox's lock, so GC and pod operations cannot deadlock.
+//   - A setup or teardown waits for its admission (see "Admission") only
+//     once it holds its sandbox's lock, and its slot waits for nothing.
 //   - The manager's other locks (the tracker of setups in flight, the
-//     healer's schedule) are leaves: taken under any of these, never held
-//     while waiting for anything.
+//     healer's schedule, the admission queues) are leaves: taken under
+//     any of these, never held while waiting for anything.
 //
 // A pod operation therefore waits at most for GC's DELs of its own sandbox,
 // or for the GC verbs, never for a whole GC, and never for another
@@ -149,6 +148,23 @@
 // [Manager.ForgetPodCache] drops a sandbox's cache entries on purpose,
 // recording their attachments first so that GC still deletes them.
 //
+// # Admission
+//
+// Setups run their plugins in arrival order, at most [Admission].Setup at
+// once (two per CPU by default); the others wait with their sandbox's
+// lock (see "Locking"). Plugin start-up is CPU-bound, so with every ADD of a burst at
+// once each pod waits for all of them; admitted in turn, most pods are ready
+// sooner and the last no later. Teardowns have their own queue, eight per
+// CPU by default: a DEL mostly waits. A call whose context ends in the queue
+// returns an error matching [ErrNotAdmitted] and the context's error, having
+// run and changed nothing. An operation counts against its bound for at most
+// [Admission].Overtime (a second), so a hung plugin holds the queue up no
+// longer. Status, CHECK, a repeated setup that finds every attachment live,
+// GC and healing's retries never queue. A rollback runs under its setup's
+// admission; left in the background by its caller's deadline, it gives it
+// up. [WithAdmission] sets the bounds; [WithoutAdmission] admits every
+// operation at once, as libcni's callers do.
+//
 // # Repeated setups
 //
 // A setup never runs ADD again for an attachment its sandbox holds live
@@ -193,13 +209,12 @@
 //
 // [WithPluginHook] registers a [PluginHook] called after every plugin run
 // with the verb, network, plugin, container, ifname, duration, error and
-// output,
-// so that a runtime can export metrics or trace spans without this module
-// depending on a metrics or tracing library. The caller's context reaches
-// libcni and the hook, so trace context flows where libcni supports it.
-// [WithPluginEnv] adds environment variables to every plugin run, such as
-// GOMAXPROCS=2 on hosts with many cores, where Go plugins otherwise spend
-// most of their start-up in the Go runtime.
+// output, so that a runtime can export metrics or trace spans without this
+// module depending on a metrics or tracing library. The caller's context
+// reaches libcni and the hook, so trace context flows where libcni supports
+// it. [WithPluginEnv] adds environment variables to every plugin run, such
+// as GOMAXPROCS=2 on hosts with many cores, where Go plugins otherwise
+// spend most of their start-up in the Go runtime.
 //
 // # Teardown semantics
 //
@@ -372,20 +387,6 @@
 // result that cannot be converted to the config's version is returned as
 // stored, and the conversion error is logged.
 //
-// # Inventory
-//
-// [Manager.Inventory] and [Manager.Inventories] return, read-only, the
-// merge that teardown and GC act on (see "Attachment order records"): a
-// [SandboxInventory] per sandbox, with each attachment's cache entry
-// (readable or corrupt), record line and pending DEL retry, and the
-// sandbox's cache files that no DEL can act on. Which corrupt files have a
-// config to delete them with depends on the networks loaded. Both read
-// the cache dir alone, take no lock and run no plugin, so that a tool can
-// show what a teardown or GC would find (ocicnitool's "cache ls" does). A
-// corrupt file whose content cannot tell its container is named as GC
-// names it: its file name is split around a known container ID, else
-// after a known network name ([cache.GuessNames]).
-//
 // # Status and GC
 //
 // [Manager.GetPodNetworkStatusWithContext] returns the cached result, after
@@ -441,10 +442,9 @@
 //
 // # Cache layout
 //
-// The libcni result cache is read only through package
-// github.com/seed-671fdd43/ocicni/pkg/cache, which also keeps the attachment
-// order record outside libcni's results directory. On Linux the manager has
-// it keep an index of the results directory's file names, current through
-// inotify ([cache.Cache.IndexResults]), so that finding one sandbox's
-// entries costs the same on a node with 10,000 entries as on an empty one.
+// The libcni result cache is read only through package [cache], which also
+// keeps the order records outside libcni's results directory and, on
+// Linux, an index of that directory's names current through inotify
+// ([cache.Cache.IndexResults]), so that a full node's teardowns cost what
+// an empty node's do.
 package ocicni
