@@ -2,6 +2,7 @@ package ocicni
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -279,4 +280,64 @@ func TestAdmissionBackgroundRollbackHoldsNoSlot(t *testing.T) {
 		"the rollback finished")
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), other))
 	e.assertClean(pod, "good")
+}
+
+// Healing's retries and GC's DELs run in no queue: with the setup and
+// the teardown queue both held, a failed DEL heals and GC deletes a
+// stale sandbox.
+func TestAdmissionLeavesHealingAndGCAlone(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	flag := e.failingDELNet("flaky")
+	addHeld, delHeld := testenv.NewBarrier(t), testenv.NewBarrier(t)
+	e.addConf("held", e.recorder("held", "1.0.0", map[string]any{"add": addHeld.Behaviour(nil)}))
+	e.addConf("stuck", e.recorder("stuck", "1.0.0", map[string]any{"del": delHeld.Behaviour(nil)}))
+	m := e.start(oneAtATime, WithHealing(fastHeal))
+	ctx := e.ctx()
+
+	failed, stale := e.pod("failed"), e.pod("stale")
+	for _, pod := range []PodNetwork{failed, stale} {
+		pod.Networks = []NetAttachment{{Name: "flaky"}}
+		e.setUp(pod)
+	}
+	err := m.TearDownPodWithContext(ctx, PodNetwork{ID: failed.ID, NetNS: failed.NetNS})
+	assert.Equal(t, RetryLater, onlyFailure(t, err, "flaky").Class)
+
+	holder := e.pod("holder")
+	holder.Networks = []NetAttachment{{Name: "stuck"}}
+	e.setUp(holder)
+	holding := teardownAsync(ctx, m, holder)
+	delHeld.WaitEntered(t, 1)
+	blocker := e.pod("blocker")
+	blocker.Networks = []NetAttachment{{Name: "held"}}
+	blocked := setUpAsync(ctx, m, blocker)
+	addHeld.WaitEntered(t, 1)
+
+	require.NoError(t, os.Remove(flag)) // the fault clears
+	e.requireHealedOnly(m, failed)
+	gc := gcAsync(ctx, m, []*PodNetwork{&holder})
+	require.Eventually(t, func() bool {
+		order, err := m.cache.ReadOrder(stale.ID)
+		return err == nil && order == nil
+	}, testenv.BarrierTimeout, 10*time.Millisecond, "GC deleted the stale sandbox")
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "flaky"), "both released their addresses")
+	assert.Equal(t, admit.State{Running: 1}, m.admit.setup.State(), "the setup queue was held throughout")
+	assert.Equal(t, admit.State{Running: 1}, m.admit.teardown.State(), "the teardown queue was held throughout")
+
+	addHeld.Release(t)
+	delHeld.Release(t)
+	require.NoError(t, testenv.RequireDone(t, blocked, "held setup"))
+	require.NoError(t, testenv.RequireDone(t, holding, "held teardown"))
+	require.NoError(t, testenv.RequireDone(t, gc, "GC"))
+	require.NoError(t, m.TearDownPodWithContext(ctx, blocker))
+}
+
+// requireHealedOnly waits until the pod's order record is gone, as the
+// background retry leaves it.
+func (e *itEnv) requireHealedOnly(m *Manager, pod PodNetwork) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		order, err := m.cache.ReadOrder(pod.ID)
+		return err == nil && order == nil
+	}, testenv.BarrierTimeout, 10*time.Millisecond, "the background retry removed the order record")
 }
