@@ -200,3 +200,37 @@ func BenchmarkBurstBounds(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSequentialAdmission runs single pods, one at a time, through a
+// manager with its default admission and one without, paired and in
+// alternating order, and reports the median of the per-pod ratios
+// (on/off) of the whole cycle: what admitting costs a pod that never
+// waits.
+func BenchmarkSequentialAdmission(b *testing.B) {
+	e := newBenchEnv(b, 1)
+	sides := burstSides(b, e, map[string][]ocicni.Option{"on": nil, "off": {ocicni.WithoutAdmission()}})
+	byName := map[string]*burstSide{}
+	for _, s := range sides {
+		byName[s.name] = s
+	}
+	ctx := context.Background()
+	var ratios []float64
+	for i := 0; b.Loop(); i++ {
+		took := map[string]time.Duration{}
+		order := []string{"on", "off"}
+		if i%2 == 1 {
+			order = []string{"off", "on"}
+		}
+		for _, name := range order {
+			ns := newBenchNetNS(b)
+			id := fmt.Sprintf("seq-%s-%d", name, i)
+			start := time.Now()
+			require.NoError(b, byName[name].up(ctx, id, ns))
+			require.NoError(b, byName[name].down(ctx, id, ns))
+			took[name] = time.Since(start)
+			removeBenchNetNS(b, ns)
+		}
+		ratios = append(ratios, float64(took["on"])/float64(took["off"]))
+	}
+	b.ReportMetric(testenv.Quantile(ratios, 0.5), "on/off-median-ratio")
+}

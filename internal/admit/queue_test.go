@@ -180,3 +180,17 @@ func TestNilQueueAdmitsAll(t *testing.T) {
 	}
 	assert.Equal(t, State{}, q.State())
 }
+
+// BenchmarkAcquireRelease is what admission costs an operation that
+// finds a free slot: the whole of its cost on a node without a burst.
+func BenchmarkAcquireRelease(b *testing.B) {
+	q := New(4, time.Second)
+	ctx := context.Background()
+	for b.Loop() {
+		s, err := q.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Release()
+	}
+}
