@@ -93,7 +93,7 @@ func newAdmissionQueues(a Admission) admissionQueues {
 	return admissionQueues{setup: admit.New(a.Setup, a.Overtime), teardown: admit.New(a.Teardown, a.Overtime)}
 }
 
-// admit waits in q for the right to run the plugins of pod id's
+// admitted waits in q for the right to run the plugins of pod id's
 // operation (verb "setting up" or "tearing down"). When ctx ends first,
 // nothing has run and the error matches [ErrNotAdmitted] and ctx's error.
 func admitted(ctx context.Context, q *admit.Queue, verb, id string) (*admit.Slot, error) {
