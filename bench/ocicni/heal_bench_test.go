@@ -60,11 +60,18 @@ const (
 // fall due while the teardowns still run fail and back off: the first
 // sandboxes' T_due is later than their teardown + Initial (due-s).
 //
-// It reports release-s (T_done − T_clear), bound-s (bound − T_clear),
-// release-ratio (≤ 1), due-s (T_due − T_clear), the setup p50 while
-// healing and without it (the same loop on the node that holds the
-// sandboxes, before their teardowns, when no retry runs), their ratio
-// (target ≤ 1.1), the p50 on the empty node for reference, heal-retries (and how many of them failed) and d.
+// A setup's latency grows with the veths on the node, without any
+// healing, and healing removes them as it goes. So the baseline is the
+// same loop, before any DEL failed, with 0, N/4, N/2, 3N/4 and N
+// sandboxes set up (all N netns exist from the start), and a setup while
+// healing is compared with that curve at the count of sandboxes not yet
+// released when it starts: setup-ratio is the median of those ratios
+// (target ≤ 1.1). setup-ratio-empty compares with the empty node instead.
+//
+// It also reports release-s (T_done − T_clear), bound-s (bound − T_clear),
+// release-ratio (≤ 1), due-s (T_due − T_clear), heal-retries (and how
+// many of them failed), d, and the setup p50s while healing, on the empty
+// node and with all N sandboxes up.
 func BenchmarkHealAtScale(b *testing.B) {
 	n := 1000
 	if s := os.Getenv("HEAL_SCALE_N"); s != "" {
@@ -72,18 +79,18 @@ func BenchmarkHealAtScale(b *testing.B) {
 		n, err = strconv.Atoi(s)
 		require.NoError(b, err)
 	}
-	require.True(b, n > 0 && n <= 1000, "HEAL_SCALE_N in [1, 1000]: one bridge holds the sandboxes")
-	const baselinePods = 60
-	e := newHealScaleEnv(b)
-	empty := e.freeCycles(b, "empty", baselinePods)
-	tClear, base := e.failAll(b, n, baselinePods)
+	require.True(b, n >= 4 && n <= 1000, "HEAL_SCALE_N in [4, 1000]: one bridge holds the sandboxes")
+	e := newHealScaleEnv(b, n)
+	curve := e.setUpAll(b)
+	b.Logf("setup p50 without healing, {sandboxes up, ms}: %v", curve)
+	tClear := e.failAll(b)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	released := e.awaitReleased(ctx, n)
+	released := e.awaitReleased(ctx)
 	hard := time.NewTimer(5 * time.Minute)
 	defer hard.Stop()
-	var during []float64
+	var during, ratios []float64
 	var tDone time.Time
 	for i := 0; tDone.IsZero(); i++ {
 		select {
@@ -95,7 +102,9 @@ func BenchmarkHealAtScale(b *testing.B) {
 			require.FailNow(b, "sandboxes not released within 5 min of the fault clearing", "%d pending", len(pending))
 		default:
 		}
-		during = append(during, e.freeCycle(b, fmt.Sprintf("during%d", i)))
+		left := n - e.log.healed()
+		ms := e.freeCycle(b, fmt.Sprintf("during%d", i))
+		during, ratios = append(during, ms), append(ratios, ms/curve.at(left))
 	}
 	e.requireReleased(b)
 
@@ -109,11 +118,34 @@ func BenchmarkHealAtScale(b *testing.B) {
 	b.ReportMetric(testenv.Millis(d), "heal-retry-p90-ms")
 	b.ReportMetric(float64(retries), "heal-retries")
 	b.ReportMetric(float64(failed), "heal-retries-failed")
+	b.ReportMetric(testenv.Quantile(ratios, 0.5), "setup-ratio")
+	b.ReportMetric(testenv.Quantile(during, 0.5)/curve[0].p50, "setup-ratio-empty")
 	b.ReportMetric(testenv.Quantile(during, 0.5), "setup-p50-ms")
-	b.ReportMetric(testenv.Quantile(base, 0.5), "setup-p50-base-ms")
-	b.ReportMetric(testenv.Quantile(empty, 0.5), "setup-p50-empty-node-ms")
-	b.ReportMetric(testenv.Quantile(during, 0.5)/testenv.Quantile(base, 0.5), "setup-ratio")
+	b.ReportMetric(curve[0].p50, "setup-p50-empty-ms")
+	b.ReportMetric(curve[len(curve)-1].p50, "setup-p50-full-ms")
 	b.ReportMetric(float64(len(during)), "setups-during")
+}
+
+// healCurve is the setup p50 without healing, in ms, by how many
+// sandboxes are set up, in increasing order of that count.
+type healCurve []healPoint
+
+type healPoint struct {
+	up  int
+	p50 float64
+}
+
+// at interpolates the curve linearly at up sandboxes.
+func (c healCurve) at(up int) float64 {
+	for i := 1; i < len(c); i++ {
+		if lo, hi := c[i-1], c[i]; up <= hi.up {
+			if hi.up == lo.up {
+				return hi.p50
+			}
+			return lo.p50 + (hi.p50-lo.p50)*float64(up-lo.up)/float64(hi.up-lo.up)
+		}
+	}
+	return c[len(c)-1].p50
 }
 
 // healScaleEnv is one manager, with healing on, over the failing network
@@ -122,11 +154,12 @@ type healScaleEnv struct {
 	m                 *ocicni.Manager
 	log               *healLog
 	cacheDir, dataDir string
-	flag              string // while it exists, the failing network's DEL fails
-	freeNS            string // the free pods' netns, one at a time
+	flag              string              // while it exists, the failing network's DEL fails
+	freeNS            string              // the free pods' netns, one at a time
+	pods              []ocicni.PodNetwork // the sandboxes on the failing network
 }
 
-func newHealScaleEnv(b *testing.B) *healScaleEnv {
+func newHealScaleEnv(b *testing.B, n int) *healScaleEnv {
 	b.Helper()
 	testenv.RequireRoot(b)
 	dir := b.TempDir()
@@ -148,6 +181,11 @@ func newHealScaleEnv(b *testing.B) *healScaleEnv {
 	// WithHealing after newQuietManager's WithoutHealing: the later wins.
 	e.m = newQuietManager(b, confDir, e.cacheDir, ocicni.WithHealing(ocicni.HealPolicy{}), ocicni.WithPluginHook(e.log.hook))
 	e.freeNS = testenv.NewNS(b)
+	e.pods = make([]ocicni.PodNetwork, n)
+	for i := range e.pods {
+		id := fmt.Sprintf("heal%04d", i)
+		e.pods[i] = ocicni.PodNetwork{ID: id, NetNS: testenv.NewNS(b), Name: id, Namespace: "bench", Networks: []ocicni.NetAttachment{{Name: healNet}}}
+	}
 	return e
 }
 
@@ -165,47 +203,52 @@ func (e *healScaleEnv) freeCycle(b *testing.B, id string) float64 {
 	return testenv.Millis(took)
 }
 
-// freeCycles runs k free cycles one after another and returns their
-// setup latencies in ms.
-func (e *healScaleEnv) freeCycles(b *testing.B, prefix string, k int) []float64 {
+// each runs op on the sandboxes in pods, from 4 workers: the admission's
+// setup bound on 2 CPUs (more would queue).
+func each(b *testing.B, pods []ocicni.PodNetwork, op func(pod ocicni.PodNetwork) error) {
 	b.Helper()
-	xs := make([]float64, k)
-	for i := range xs {
-		xs[i] = e.freeCycle(b, fmt.Sprintf("%s%d", prefix, i))
-	}
-	return xs
+	const workers = 4
+	per := (len(pods) + workers - 1) / workers
+	_, err := testenv.RunWorkers(workers, per, func(w, i int) error {
+		if k := w*per + i; k < len(pods) {
+			return op(pods[k])
+		}
+		return nil
+	})
+	require.NoError(b, err)
 }
 
-// failAll sets up n sandboxes on the failing network, each in a netns of
-// its own, then times k free setups on the node that holds them (the
-// baseline: the same node, no retry running), tears the sandboxes down
-// with the fault on (each must fail with RetryLater), and clears the
-// fault. It returns when it cleared, and the baseline.
-func (e *healScaleEnv) failAll(b *testing.B, n, k int) (time.Time, []float64) {
+// setUpAll sets up the sandboxes a quarter at a time, and measures the
+// baseline before each quarter and after the last.
+func (e *healScaleEnv) setUpAll(b *testing.B) healCurve {
 	b.Helper()
-	const workers = 4 // the admission's setup bound on 2 CPUs: more would queue
+	const pods = 30
 	ctx := context.Background()
-	pods := make([]ocicni.PodNetwork, n)
-	for i := range pods {
-		id := fmt.Sprintf("heal%04d", i)
-		pods[i] = ocicni.PodNetwork{ID: id, NetNS: testenv.NewNS(b), Name: id, Namespace: "bench", Networks: []ocicni.NetAttachment{{Name: healNet}}}
-	}
-	each := func(op func(pod ocicni.PodNetwork) error) {
-		_, err := testenv.RunWorkers(workers, (n+workers-1)/workers, func(w, i int) error {
-			if k := w*((n+workers-1)/workers) + i; k < n {
-				return op(pods[k])
-			}
-			return nil
+	var curve healCurve
+	for q := 0; ; q++ {
+		up := q * len(e.pods) / 4
+		lat := make([]float64, pods)
+		for i := range lat {
+			lat[i] = e.freeCycle(b, fmt.Sprintf("base%d-%d", q, i))
+		}
+		curve = append(curve, healPoint{up, testenv.Quantile(lat, 0.5)})
+		if q == 4 {
+			return curve
+		}
+		each(b, e.pods[up:(q+1)*len(e.pods)/4], func(pod ocicni.PodNetwork) error {
+			_, err := e.m.SetUpPodWithContext(ctx, pod)
+			return err
 		})
-		require.NoError(b, err)
 	}
-	each(func(pod ocicni.PodNetwork) error {
-		_, err := e.m.SetUpPodWithContext(ctx, pod)
-		return err
-	})
-	base := e.freeCycles(b, "base", k)
+}
+
+// failAll tears the sandboxes down with the fault on (each must fail
+// with RetryLater) and clears the fault; it returns when it cleared.
+func (e *healScaleEnv) failAll(b *testing.B) time.Time {
+	b.Helper()
+	ctx := context.Background()
 	require.NoError(b, os.WriteFile(e.flag, nil, 0o600))
-	each(func(pod ocicni.PodNetwork) error {
+	each(b, e.pods, func(pod ocicni.PodNetwork) error {
 		var te *ocicni.TeardownError
 		if err := e.m.TearDownPodWithContext(ctx, pod); !errors.As(err, &te) {
 			return fmt.Errorf("teardown of %s: want a *TeardownError, got %w", pod.ID, err)
@@ -216,12 +259,12 @@ func (e *healScaleEnv) failAll(b *testing.B, n, k int) (time.Time, []float64) {
 		return nil
 	})
 	require.NoError(b, os.Remove(e.flag))
-	return time.Now(), base
+	return time.Now()
 }
 
-// awaitReleased polls, every 10 ms, until n sandboxes' retries succeeded
-// and no teardown is pending, and then sends the time.
-func (e *healScaleEnv) awaitReleased(ctx context.Context, n int) <-chan time.Time {
+// awaitReleased polls, every 10 ms, until every sandbox's retry
+// succeeded and no teardown is pending, and then sends the time.
+func (e *healScaleEnv) awaitReleased(ctx context.Context) <-chan time.Time {
 	done := make(chan time.Time, 1)
 	go func() {
 		tick := time.NewTicker(10 * time.Millisecond)
@@ -232,7 +275,7 @@ func (e *healScaleEnv) awaitReleased(ctx context.Context, n int) <-chan time.Tim
 				return
 			case <-tick.C:
 			}
-			if e.log.healed() < n {
+			if e.log.healed() < len(e.pods) {
 				continue // cheap: PendingTeardowns reads every record
 			}
 			if pending, err := e.m.PendingTeardowns(); err == nil && len(pending) == 0 {
