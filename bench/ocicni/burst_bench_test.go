@@ -81,7 +81,7 @@ func (s *burstSide) round(b *testing.B, ctx context.Context, n, r int) burstTime
 	return t
 }
 
-// burstEnv holds the sides: raw libcni and managers with the given
+// burstSides returns the sides: raw libcni and managers with the given
 // admissions, all on the bench env's one bridge network.
 func burstSides(b *testing.B, e *benchEnv, admissions map[string][]ocicni.Option) []*burstSide {
 	b.Helper()

@@ -258,15 +258,7 @@ func TestAdmissionRollbackNeverWaitsForItself(t *testing.T) {
 // admission up: the next pod is set up while the rollback is held.
 func TestAdmissionBackgroundRollbackHoldsNoSlot(t *testing.T) {
 	t.Parallel()
-	e := newITEnv(t)
-	d := deadlineNets{add: testenv.NewBarrier(t), del: testenv.NewBarrier(t)}
-	e.recordedBridge("good", nil)
-	e.addConf("slow", e.recorder("slow", "1.0.0", map[string]any{"add": d.add.Behaviour(nil), "del": d.del.Behaviour(nil)}))
-	m := e.start(oneAtATime)
-	t.Cleanup(func() {
-		d.add.Release(t)
-		d.del.Release(t)
-	})
+	e, m, d := deadlineEnv(t, oneAtATime)
 	pod, _ := deadlinePod(t, e, m, d)
 	d.del.WaitEntered(t, 1)
 
@@ -314,12 +306,9 @@ func TestAdmissionLeavesHealingAndGCAlone(t *testing.T) {
 	addHeld.WaitEntered(t, 1)
 
 	require.NoError(t, os.Remove(flag)) // the fault clears
-	e.requireHealedOnly(m, failed)
+	e.requireNoRecord(m, failed.ID, "the background retry removed the order record")
 	gc := gcAsync(ctx, m, []*PodNetwork{&holder})
-	require.Eventually(t, func() bool {
-		order, err := m.cache.ReadOrder(stale.ID)
-		return err == nil && order == nil
-	}, testenv.BarrierTimeout, 10*time.Millisecond, "GC deleted the stale sandbox")
+	e.requireNoRecord(m, stale.ID, "GC deleted the stale sandbox")
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "flaky"), "both released their addresses")
 	assert.Equal(t, admit.State{Running: 1}, m.admit.setup.State(), "the setup queue was held throughout")
 	assert.Equal(t, admit.State{Running: 1}, m.admit.teardown.State(), "the teardown queue was held throughout")
@@ -332,12 +321,12 @@ func TestAdmissionLeavesHealingAndGCAlone(t *testing.T) {
 	require.NoError(t, m.TearDownPodWithContext(ctx, blocker))
 }
 
-// requireHealedOnly waits until the pod's order record is gone, as the
-// background retry leaves it.
-func (e *itEnv) requireHealedOnly(m *Manager, pod PodNetwork) {
+// requireNoRecord waits until sandbox id has no order record, as a
+// finished teardown, heal retry or GC leaves it.
+func (e *itEnv) requireNoRecord(m *Manager, id, msg string) {
 	e.t.Helper()
 	require.Eventually(e.t, func() bool {
-		order, err := m.cache.ReadOrder(pod.ID)
+		order, err := m.cache.ReadOrder(id)
 		return err == nil && order == nil
-	}, testenv.BarrierTimeout, 10*time.Millisecond, "the background retry removed the order record")
+	}, testenv.BarrierTimeout, 10*time.Millisecond, msg)
 }

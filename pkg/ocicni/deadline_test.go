@@ -52,7 +52,10 @@ func deadlinePod(t *testing.T, e *itEnv, m *Manager, d deadlineNets) (PodNetwork
 	return pod, se
 }
 
-func deadlineEnv(t *testing.T) (*itEnv, *Manager, deadlineNets) {
+// deadlineEnv writes the "good" bridge network and the "slow" one whose
+// ADD and DEL are held at the returned barriers, and starts a manager
+// with opts.
+func deadlineEnv(t *testing.T, opts ...Option) (*itEnv, *Manager, deadlineNets) {
 	t.Helper()
 	e := newITEnv(t)
 	d := deadlineNets{add: testenv.NewBarrier(t), del: testenv.NewBarrier(t)}
@@ -61,7 +64,7 @@ func deadlineEnv(t *testing.T) (*itEnv, *Manager, deadlineNets) {
 		"add": d.add.Behaviour(nil),
 		"del": d.del.Behaviour(nil),
 	}))
-	m := e.start()
+	m := e.start(opts...)
 	// Cleanups run last in, first out: release before the manager's
 	// Shutdown, which waits for a rollback held at d.del.
 	t.Cleanup(func() {
