@@ -20,11 +20,12 @@ import (
 )
 
 // The defaults of [ocicni.HealPolicy], which the manager runs with and
-// the bound is derived from.
+// the bound is derived from. Pods are set up throughout the healing, so
+// retries run SetupConcurrency at a time.
 const (
-	healInitial     = time.Second
-	healMax         = 5 * time.Minute
-	healConcurrency = 2
+	healInitial          = time.Second
+	healMax              = 5 * time.Minute
+	healSetupConcurrency = 1
 )
 
 // The failing network: a bridge of its own with a /20 (a bridge takes
@@ -50,10 +51,10 @@ const (
 // a retry's) failed at F gets its next retry due by F + min(Initial×2^(k-1),
 // Max), since jitter only shortens a delay; its last failure is the last
 // before T_clear, so that retry succeeds. Every retry is due by T_due,
-// the latest of those; from then at most N remain, run Concurrency at a
-// time, so
+// the latest of those; from then at most N remain, run SetupConcurrency
+// at a time (setups run throughout), so
 //
-//	T_done ≤ T_due + ceil(N/Concurrency) × d
+//	T_done ≤ T_due + ceil(N/SetupConcurrency) × d
 //
 // with d the 90th percentile, in the same run, of a successful retry's
 // plugin span (its first DEL's start to its last DEL's end). Retries that
@@ -109,7 +110,7 @@ func BenchmarkHealAtScale(b *testing.B) {
 	e.requireReleased(b)
 
 	tDue, d, retries, failed := e.log.summary()
-	bound := tDue.Sub(tClear) + time.Duration((n+healConcurrency-1)/healConcurrency)*d
+	bound := tDue.Sub(tClear) + time.Duration((n+healSetupConcurrency-1)/healSetupConcurrency)*d
 	release := tDone.Sub(tClear)
 	b.ReportMetric(release.Seconds(), "release-s")
 	b.ReportMetric(bound.Seconds(), "bound-s")

@@ -325,8 +325,10 @@
 // A DEL that failed in a teardown, a rollback or GC is retried in the
 // background, under the sandbox's lock only, until it succeeds or its
 // plugin answers code 3, with capped exponential backoff and jitter, at
-// most [HealPolicy].Concurrency sandboxes at a time, until the horizon
-// (see [HealPolicy] and [WithHealing]). The retry state lives in the
+// most [HealPolicy].Concurrency sandboxes at a time (SetupConcurrency
+// while the node sets pods up, since a retry's interface deletions slow
+// the setups beside it), until the horizon (see [HealPolicy] and
+// [WithHealing]). The retry state lives in the
 // order record, so a later manager on the same cache dir resumes it, and
 // [Manager.PendingTeardowns] lists it. A setup of the same sandbox ID
 // that runs ADD cancels it. Every retry reaches the [PluginHook] with

@@ -28,6 +28,13 @@ type HealPolicy struct {
 	// Concurrency is how many sandboxes' retries may run at once on the
 	// node; 2 by default.
 	Concurrency int
+	// SetupConcurrency is how many may run at once while the node sets
+	// pods up (a setup in flight, or one begun within the last quarter
+	// second); 1 by default, and never more than Concurrency. A retry
+	// deletes interfaces, and the kernel serializes that with a setup's
+	// interface work, so retries beside setups slow them; pods come first.
+	// A retry already running when setups start runs on.
+	SetupConcurrency int
 	// Timeout bounds one retry of one sandbox (its DELs); 1 min by default.
 	Timeout time.Duration
 	// Disabled turns the background retries off (see [WithoutHealing]).
@@ -35,7 +42,10 @@ type HealPolicy struct {
 }
 
 func defaultHealPolicy() HealPolicy {
-	return HealPolicy{Initial: time.Second, Max: 5 * time.Minute, Horizon: 24 * time.Hour, Concurrency: 2, Timeout: time.Minute}
+	return HealPolicy{
+		Initial: time.Second, Max: 5 * time.Minute, Horizon: 24 * time.Hour,
+		Concurrency: 2, SetupConcurrency: 1, Timeout: time.Minute,
+	}
 }
 
 // withDefaults fills the zero fields of p from the defaults.
@@ -53,6 +63,10 @@ func (p HealPolicy) withDefaults() HealPolicy {
 	if p.Concurrency <= 0 {
 		p.Concurrency = d.Concurrency
 	}
+	if p.SetupConcurrency <= 0 {
+		p.SetupConcurrency = d.SetupConcurrency
+	}
+	p.SetupConcurrency = min(p.SetupConcurrency, p.Concurrency)
 	if p.Timeout <= 0 {
 		p.Timeout = d.Timeout
 	}
@@ -75,7 +89,8 @@ func (p HealPolicy) backoff(attempts int) time.Duration {
 // start from every record and by every record write that leaves a retry
 // pending. A retry takes only its sandbox's lock, never the gate, so it
 // never delays another sandbox, and it is serialized with the runtime's
-// own calls on its sandbox.
+// own calls on its sandbox. While the node sets pods up (busy), retries
+// run at most policy.SetupConcurrency at a time.
 //
 // mu is a leaf lock: never held while waiting for another lock or while a
 // plugin runs.
@@ -83,6 +98,7 @@ type healer struct {
 	policy HealPolicy
 	log    *logrus.Entry
 	retry  func(ctx context.Context, id string) // runs sandbox id's due retries; see Manager.retryDELs
+	busy   func() bool                          // whether the node is setting pods up
 	mu     sync.Mutex                           // guards due and queue
 	due    map[string]time.Time                 // sandbox ID -> when its next retry is due
 	queue  healQueue                            // due's entries by time, and stale ones (see next)
@@ -90,8 +106,20 @@ type healer struct {
 	active bgwork.Tracker                       // retries in flight, which Shutdown waits for
 }
 
-func newHealer(p HealPolicy, log *logrus.Entry, retry func(ctx context.Context, id string)) *healer {
-	return &healer{policy: p, log: log, retry: retry, due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+func newHealer(p HealPolicy, log *logrus.Entry, retry func(ctx context.Context, id string), busy func() bool) *healer {
+	return &healer{policy: p, log: log, retry: retry, busy: busy, due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+// busyRecheck is how often a due retry held back by busy looks again: the
+// end of the setups is no event, only a setup's begin is.
+const busyRecheck = 50 * time.Millisecond
+
+// limit returns how many retries may run at once now.
+func (h *healer) limit() int {
+	if h.busy != nil && h.busy() {
+		return h.policy.SetupConcurrency
+	}
+	return h.policy.Concurrency
 }
 
 // schedule asks for a retry of sandbox id at the time at, or earlier if
@@ -158,8 +186,8 @@ func (h *healer) take(id string) {
 
 // run schedules the retries that earlier managers recorded (resumed: by
 // sandbox, when its first is due), then runs retries as they fall due, at
-// most policy.Concurrency at a time, until ctx ends. Retries in flight
-// then finish within their own timeout; Shutdown waits for them.
+// most h.limit() at a time, until ctx ends. Retries in flight then finish
+// within their own timeout; Shutdown waits for them.
 func (h *healer) run(ctx context.Context, resumed map[string]time.Time) {
 	for id, at := range resumed {
 		h.schedule(id, at)
@@ -167,33 +195,40 @@ func (h *healer) run(ctx context.Context, resumed map[string]time.Time) {
 	if len(resumed) > 0 {
 		h.log.WithField("sandboxes", len(resumed)).Info("Resuming background DEL retries")
 	}
-	slots := make(chan struct{}, h.policy.Concurrency)
+	finished := make(chan struct{}, h.policy.Concurrency) // one send per retry, never blocking
+	running := 0
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		id, at := h.next()
-		if id != "" && !time.Now().Before(at) {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
+		due := id != "" && !time.Now().Before(at)
+		if due && running < h.limit() {
 			h.take(id)
+			running++
 			h.active.Add()
 			go func() {
 				defer h.active.Done()
-				defer func() { <-slots }()
+				defer func() { finished <- struct{}{} }()
 				h.retry(ctx, id)
 			}()
 			continue
 		}
-		wait := time.Hour
-		if id != "" {
+		var wait time.Duration
+		switch {
+		case due && running < h.policy.Concurrency:
+			wait = busyRecheck // held back by setups only
+		case due:
+			wait = time.Hour // until a retry finishes
+		case id != "":
 			wait = time.Until(at)
+		default:
+			wait = time.Hour
 		}
 		timer.Reset(wait) // Go 1.23 timers: Reset leaves no stale tick to drain
 		select {
 		case <-timer.C:
+		case <-finished:
+			running--
 		case <-h.wake:
 		case <-ctx.Done():
 			return

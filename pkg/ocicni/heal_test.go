@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,7 +398,7 @@ func TestHealResumesAfterKill(t *testing.T) {
 // The schedule hands out retries by time, then sandbox ID, each once, and
 // a retry moved earlier goes at its new time.
 func TestHealScheduleOrder(t *testing.T) {
-	h := newHealer(HealPolicy{}, nil, nil)
+	h := newHealer(HealPolicy{}, nil, nil, nil)
 	t0 := time.Unix(1000, 0)
 	h.schedule("c", t0.Add(3*time.Second))
 	h.schedule("a", t0.Add(2*time.Second))
@@ -418,4 +419,80 @@ func TestHealScheduleOrder(t *testing.T) {
 	h.schedule("a", t0)
 	id, _ := h.next()
 	assert.Equal(t, "a", id, "a taken retry can be scheduled again")
+}
+
+// While the node sets pods up, retries run SetupConcurrency at a time;
+// once it stops, they run Concurrency at a time, without any new event.
+func TestHealYieldsToSetups(t *testing.T) {
+	var busy atomic.Bool
+	busy.Store(true)
+	checks := make(chan int, 64) // sandboxes still scheduled, at each check of busy
+	var h *healer
+	started := make(chan string, 3)
+	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
+	h = newHealer(HealPolicy{Concurrency: 2}.withDefaults(), logrus.NewEntry(logrus.New()),
+		func(_ context.Context, id string) {
+			started <- id
+			<-release[id]
+		},
+		func() bool {
+			h.mu.Lock()
+			n := len(h.due)
+			h.mu.Unlock()
+			select {
+			case checks <- n:
+			default:
+			}
+			return busy.Load()
+		})
+	require.Equal(t, 1, h.policy.SetupConcurrency)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.run(ctx, map[string]time.Time{"a": {}, "b": {}, "c": {}})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for _, ch := range release {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+		<-done
+		h.active.Wait()
+	})
+	wait := func(what string) string {
+		t.Helper()
+		select {
+		case id := <-started:
+			return id
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "no retry started", what)
+			return ""
+		}
+	}
+	first := wait("first retry, busy")
+	assert.Equal(t, "a", first)
+	// Two more checks of busy after the first start: the loop went round
+	// and was held back, and no second sandbox was taken meanwhile.
+	for range 3 {
+		select {
+		case n := <-checks:
+			assert.GreaterOrEqual(t, n, 2, "a second retry was taken while setups ran")
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "the loop did not look at busy again")
+		}
+	}
+	select {
+	case id := <-started:
+		require.FailNow(t, "a second retry started while setups ran", id)
+	default:
+	}
+	busy.Store(false)
+	assert.Equal(t, "b", wait("second retry, setups over, the first still running"))
+	close(release["a"])
+	assert.Equal(t, "c", wait("third retry, after the first finished"))
 }

@@ -107,7 +107,7 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	m.conf = conf
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.healer = newHealer(o.heal, m.log, m.retryDELs)
+	m.healer = newHealer(o.heal, m.log, m.retryDELs, func() bool { return m.setups.busy(defaultGCPace.window) })
 	m.store = &store{cache: m.cache, heal: o.heal, schedule: m.healer.schedule}
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
