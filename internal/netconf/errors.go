@@ -74,3 +74,28 @@ func (e *NetworkNotFoundError) Unwrap() []error {
 	}
 	return errs
 }
+
+// Skip reasons, as [SkipReason] names them.
+const (
+	SkipPluginNotFound     = "plugin_not_found"
+	SkipUnsupportedVersion = "unsupported_version"
+	SkipVersionFailed      = "version_failed"
+	SkipVersionPending     = "version_pending"
+	SkipInvalid            = "invalid"
+)
+
+// SkipReason names why a file was skipped, from its [ConfigError]'s Err:
+// a word from a small fixed set, fit for a metric's attribute.
+func SkipReason(err error) string {
+	switch {
+	case errors.Is(err, ErrPluginNotFound):
+		return SkipPluginNotFound
+	case errors.Is(err, ErrUnsupportedVersion):
+		return SkipUnsupportedVersion
+	case errors.Is(err, ErrVersionFailed):
+		return SkipVersionFailed
+	case errors.Is(err, ErrVersionPending):
+		return SkipVersionPending
+	}
+	return SkipInvalid
+}

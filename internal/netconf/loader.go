@@ -37,6 +37,9 @@ type Config struct {
 	// call may take ([DefaultVersionTimeout] when 0).
 	VersionWait    time.Duration
 	VersionTimeout time.Duration
+	// Published, when set, is called after each new set is published,
+	// with the loader's lock held: it must not block.
+	Published func()
 }
 
 // Loader owns the network configuration: it reads the conf dir (or the
@@ -51,6 +54,7 @@ type Loader struct {
 	fixed    string // the default network's fixed name, if any
 	exec     invoke.Exec
 	log      *logrus.Entry
+	onPub    func()        // Config.Published; nil: none
 	wait     time.Duration // how long a load waits for VERSION answers
 	versions *versionCache
 	watcher  *watcher // nil without one; only its stats are read outside its goroutine
@@ -98,6 +102,7 @@ func New(cfg Config) (*Loader, error) {
 		exec:    cfg.Exec,
 		log:     cfg.Log,
 		wait:    cfg.VersionWait,
+		onPub:   cfg.Published,
 		lock:    make(chan struct{}, 1),
 		files:   make(map[string]*parsedFile),
 		pub:     publications{next: make(chan struct{})},

@@ -32,6 +32,9 @@ func (l *Loader) publish(set *Set) {
 	close(l.pub.next)
 	l.pub.next = make(chan struct{})
 	l.pub.mu.Unlock()
+	if l.onPub != nil {
+		l.onPub()
+	}
 }
 
 func (l *Loader) logChanges(old, set *Set) {

@@ -27,7 +27,9 @@ func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 // package doc) is not added again: when it is identical to the request,
 // its cached result is returned; otherwise the call fails with an
 // *[AttachedError] before anything runs.
-func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
+	ctx, span := m.startOp(ctx, opSetup, &pod)
+	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
@@ -177,7 +179,7 @@ func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*pl
 	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
-	order, err := m.store.recordSetup(pod, plans, old, log)
+	order, err := m.store.recordSetup(ctx, pod, plans, old, log)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
 	}
@@ -204,7 +206,14 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 	m.rollbacks.Add()
 	go func() {
 		defer m.rollbacks.Done()
-		finished <- m.rollback(ctx, pod, plans[:failed+1], plans[failed+1:], recorded, log)
+		rctx, span := m.tel.StartRollback(ctx, pod.ID, failed+1)
+		rerr := m.rollback(rctx, pod, plans[:failed+1], plans[failed+1:], recorded, log)
+		var err error
+		if rerr != nil {
+			err = rerr
+		}
+		span.End(rctx, outcomeOf(err), err)
+		finished <- rerr
 	}()
 	select {
 	case rerr := <-finished:
@@ -263,7 +272,7 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried 
 	for i, p := range untried {
 		never[i] = p.NetAttachment
 	}
-	m.store.settle(pod.ID, recorded, nil, never, reversed, outcomes, log)
+	m.store.settle(ctx, pod.ID, recorded, nil, never, reversed, outcomes, log)
 	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		return nil
 	}

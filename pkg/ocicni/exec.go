@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 )
 
 // managedExec is the executor every plugin run of the manager goes
@@ -26,6 +27,9 @@ import (
 //   - failures libcni reports as plain text become typed: a binary missing
 //     from every bin dir wraps ErrPluginNotFound, and a plugin killed by an
 //     expired context wraps the context's error next to its own;
+//   - every run gets a span, a child of the context's, under which the
+//     plugin runs (so its TRACEPARENT is the span's), and its duration is
+//     recorded (see the package doc, "Observability");
 //   - every run is reported to the hook of [WithPluginHook], with the
 //     reason the context carries (see withReason);
 //   - a setup's first ADD waits for its gate (see [Manager.attach]): the default
@@ -35,7 +39,8 @@ type managedExec struct {
 	inner invoke.Exec
 	env   []string   // "KEY=VALUE" pairs appended to every plugin's environment
 	hook  PluginHook // nil: none
-	home  *os.File   // the network namespace every plugin starts in; nil: the calling thread's (see New)
+	tel   *telemetry.Recorder
+	home  *os.File // the network namespace every plugin starts in; nil: the calling thread's (see New)
 }
 
 var _ invoke.Exec = managedExec{}
@@ -51,24 +56,32 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 		}
 		gate = nil
 	}
+	network, known := ctx.Value(networkKey{}).(string)
+	run := pluginRun(pluginPath, stdinData, !known, environ, 0, nil)
+	if known {
+		run.Network = network
+	}
+	run.Reason, _ = ctx.Value(reasonKey{}).(string)
+	rctx, span := e.tel.StartPlugin(ctx, telemetry.Plugin{
+		Verb: run.Verb, Network: run.Network, Type: run.Plugin, Reason: run.Reason,
+		ContainerID: run.ContainerID, IfName: run.IfName,
+	})
 	var output *pluginexec.Output
-	rctx := ctx
 	if e.hook != nil {
 		output = &pluginexec.Output{}
-		rctx = pluginexec.WithOutput(ctx, output)
+		rctx = pluginexec.WithOutput(rctx, output)
 	}
 	start := time.Now()
 	out, err := e.run(rctx, pluginPath, stdinData, environ)
-	if gate != nil && gate.Wait(ctx) != nil {
-		return out, err // killed before it read its config: not a run
-	}
-	if e.hook != nil {
-		network, known := ctx.Value(networkKey{}).(string)
-		run := pluginRun(pluginPath, stdinData, !known, environ, time.Since(start), err)
-		if known {
-			run.Network = network
+	run.Duration, run.Err = time.Since(start), err
+	if gate != nil {
+		if gerr := gate.Wait(ctx); gerr != nil { // killed before it read its config: not a run
+			span.End(ctx, run.Duration, outcomeOf(gerr), 0, gerr)
+			return out, err
 		}
-		run.Reason, _ = ctx.Value(reasonKey{}).(string)
+	}
+	span.End(ctx, run.Duration, outcomeOf(err), errorCode(err), err)
+	if e.hook != nil {
 		run.Stdout, run.Stderr = output.Stdout, output.Stderr
 		e.hook(ctx, run)
 	}

@@ -43,7 +43,7 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
 	}
-	if err := m.store.recordForgotten(pod.ID, inv, lines, log); err != nil {
+	if err := m.store.recordForgotten(ctx, pod.ID, inv, lines, log); err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", pod.ID, err)
 	}
 	var removed []string

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
@@ -169,7 +170,7 @@ func FuzzHealRetryFromCache(f *testing.F) {
 		defer func() { _ = m.Shutdown() }()
 
 		_, rejected := cache.New(cacheDir).Get("net", fuzzID, "eth0")
-		m.retryDELs(context.Background(), fuzzID)
+		m.retryDELs(context.Background(), fuzzID, trace.SpanContext{})
 
 		dels := fx.Calls("DEL")
 		require.Len(t, dels, 1, "the due retry ran its DEL")

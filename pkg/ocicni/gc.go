@@ -56,8 +56,11 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 // the verb gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
 // context's error (context.DeadlineExceeded when the verbs used up their
 // 10 s). GCOutcomes never modifies validPods.
-func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) ([]Outcome, error) {
+func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) (_ []Outcome, err error) {
+	ctx, span := m.startOp(ctx, opGC, nil)
+	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
+		m.tel.GCRan(ctx, outcomeOf(err), 0, 0, 0)
 		return nil, fmt.Errorf("ocicni: GC: %w", err)
 	}
 	log := m.log.WithField("verb", "GC")
@@ -71,7 +74,15 @@ func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) ([]Ou
 	outcomes, derrs := m.deleteStale(ctx, g.stale, watch, log)
 	errs = append(errs, derrs...)
 	errs = append(errs, m.gcVerbsExclusive(ctx, set, g, watch)...)
-	return slices.Concat(g.unplanned, outcomes), errors.Join(errs...)
+	outcomes, err = slices.Concat(g.unplanned, outcomes), errors.Join(errs...)
+	failed := 0
+	for _, o := range outcomes {
+		if o.Failure() {
+			failed++
+		}
+	}
+	m.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
+	return outcomes, err
 }
 
 // gcVerbsBound bounds the GC verbs of one GC call, on top of the

@@ -88,7 +88,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		// It may name other networks' attachments: neither replaced nor removed.
 		clog.WithError(rerr).Warn("GC scoped to the loaded networks leaves an unreadable attachment order record as it is")
 	} else {
-		m.store.pruneStaleRecord(sc.id, recorded, rerr, plans, outcomes, clog)
+		m.store.pruneStaleRecord(ctx, sc.id, recorded, rerr, plans, outcomes, clog)
 	}
 	if sc.strays && recorded == nil && rerr == nil && len(errs) == 0 {
 		m.store.removeStrays(sc.id, clog)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 )
@@ -97,17 +98,77 @@ func (p HealPolicy) backoff(attempts int) time.Duration {
 type healer struct {
 	policy HealPolicy
 	log    *logrus.Entry
-	retry  func(ctx context.Context, id string) // runs sandbox id's due retries; see Manager.retryDELs
-	busy   func() bool                          // whether the node is setting pods up
-	mu     sync.Mutex                           // guards due and queue
-	due    map[string]time.Time                 // sandbox ID -> when its next retry is due
-	queue  healQueue                            // due's entries by time, and stale ones (see next)
-	wake   chan struct{}                        // capacity 1: the schedule changed
-	active bgwork.Tracker                       // retries in flight, which Shutdown waits for
+	retry  func(ctx context.Context, id string, link trace.SpanContext) // runs sandbox id's due retries; see Manager.retryDELs
+	busy   func() bool                                                  // whether the node is setting pods up
+	mu     sync.Mutex                                                   // guards the maps and queue
+	due    map[string]time.Time                                         // sandbox ID -> when its next retry is due
+	queue  healQueue                                                    // due's entries by time, and stale ones (see next)
+	// since and links hold every sandbox whose record leaves a retry
+	// pending, scheduled or running: when its first DEL failed, and the
+	// span of the operation whose DEL failed last (invalid when unknown).
+	since  map[string]time.Time
+	links  map[string]trace.SpanContext
+	wake   chan struct{}  // capacity 1: the schedule changed
+	active bgwork.Tracker // retries in flight, which Shutdown waits for
 }
 
-func newHealer(p HealPolicy, log *logrus.Entry, retry func(ctx context.Context, id string), busy func() bool) *healer {
-	return &healer{policy: p, log: log, retry: retry, busy: busy, due: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+// healState is what a sandbox's order record leaves for healing: when
+// its first pending retry is due (zero: none is pending) and when the
+// earliest of its failed DELs was.
+type healState struct {
+	due, since time.Time
+}
+
+func newHealer(p HealPolicy, log *logrus.Entry, retry func(ctx context.Context, id string, link trace.SpanContext),
+	busy func() bool,
+) *healer {
+	return &healer{
+		policy: p, log: log, retry: retry, busy: busy,
+		due: map[string]time.Time{}, since: map[string]time.Time{}, links: map[string]trace.SpanContext{},
+		wake: make(chan struct{}, 1),
+	}
+}
+
+// track takes in what sandbox id's record, just written, leaves for
+// healing: a pending retry is scheduled (see [healer.schedule]), and
+// with none pending the sandbox leaves the schedule. link is the span of
+// the operation that wrote the record, which the retry's span links to.
+func (h *healer) track(id string, st healState, link trace.SpanContext) {
+	if h.policy.Disabled {
+		return
+	}
+	if st.due.IsZero() {
+		h.mu.Lock()
+		delete(h.due, id)
+		delete(h.since, id)
+		delete(h.links, id)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Lock()
+	h.since[id] = st.since
+	if link.IsValid() {
+		h.links[id] = link
+	}
+	h.mu.Unlock()
+	h.schedule(id, st.due)
+}
+
+// pendingStats returns how many sandboxes have a retry pending, and how
+// long ago the oldest of them first failed.
+func (h *healer) pendingStats() (int, time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var oldest time.Time
+	for _, t := range h.since {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		return len(h.since), 0
+	}
+	return len(h.since), time.Since(oldest)
 }
 
 // busyRecheck is how often a due retry held back by busy looks again: the
@@ -178,19 +239,34 @@ func (q *healQueue) Pop() any {
 	return x
 }
 
-func (h *healer) take(id string) {
+// take takes sandbox id's retry off the schedule, to run it, and returns
+// the span its own is to link to.
+func (h *healer) take(id string) trace.SpanContext {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.due, id)
-	h.mu.Unlock()
+	return h.links[id]
+}
+
+// ran ends sandbox id's retry: when it scheduled none (a retry that
+// found its record unreadable, or nothing due), the sandbox is no longer
+// pending.
+func (h *healer) ran(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.due[id]; !ok {
+		delete(h.since, id)
+		delete(h.links, id)
+	}
 }
 
 // run schedules the retries that earlier managers recorded (resumed: by
 // sandbox, when its first is due), then runs retries as they fall due, at
 // most h.limit() at a time, until ctx ends. Retries in flight then finish
 // within their own timeout; Shutdown waits for them.
-func (h *healer) run(ctx context.Context, resumed map[string]time.Time) {
-	for id, at := range resumed {
-		h.schedule(id, at)
+func (h *healer) run(ctx context.Context, resumed map[string]healState) {
+	for id, st := range resumed {
+		h.track(id, st, trace.SpanContext{})
 	}
 	if len(resumed) > 0 {
 		h.log.WithField("sandboxes", len(resumed)).Info("Resuming background DEL retries")
@@ -203,13 +279,14 @@ func (h *healer) run(ctx context.Context, resumed map[string]time.Time) {
 		id, at := h.next()
 		due := id != "" && !time.Now().Before(at)
 		if due && running < h.limit() {
-			h.take(id)
+			link := h.take(id)
 			running++
 			h.active.Add()
 			go func() {
 				defer h.active.Done()
 				defer func() { finished <- struct{}{} }()
-				h.retry(ctx, id)
+				h.retry(ctx, id, link)
+				h.ran(id)
 			}()
 			continue
 		}

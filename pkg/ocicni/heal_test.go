@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
@@ -330,7 +331,7 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	require.Len(t, order, 2)
 	assert.Equal(t, "other", order[0].Network)
 	assert.Equal(t, "flaky", order[1].Network, "the earlier attachment stays recorded for teardown and GC")
-	m.retryDELs(context.Background(), pod.ID) // as if it fell due now
+	m.retryDELs(context.Background(), pod.ID, trace.SpanContext{}) // as if it fell due now
 	assert.Zero(t, runs.count("DEL", pod.ID, reasonHeal), "the retry ran no DEL")
 
 	require.NoError(t, os.Remove(flag))
@@ -431,7 +432,7 @@ func TestHealYieldsToSetups(t *testing.T) {
 	started := make(chan string, 3)
 	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
 	h = newHealer(HealPolicy{Concurrency: 2}.withDefaults(), logrus.NewEntry(logrus.New()),
-		func(_ context.Context, id string) {
+		func(_ context.Context, id string, _ trace.SpanContext) {
 			started <- id
 			<-release[id]
 		},
@@ -450,7 +451,7 @@ func TestHealYieldsToSetups(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.run(ctx, map[string]time.Time{"a": {}, "b": {}, "c": {}})
+		h.run(ctx, map[string]healState{"a": {due: time.Unix(1, 0)}, "b": {due: time.Unix(1, 0)}, "c": {due: time.Unix(1, 0)}})
 	}()
 	t.Cleanup(func() {
 		cancel()

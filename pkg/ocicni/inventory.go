@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -17,12 +18,12 @@ import (
 // entries, order record and saved configs into its inventory, and
 // record.go alone writes and lists order records. Nothing else reads a
 // cache entry or writes a record. It needs nothing of the manager but the
-// cache, the heal policy, and the healer's schedule for the retries a
+// cache, the heal policy, and the healer's track for the retries a
 // record leaves pending.
 type store struct {
-	cache    *cache.Cache
-	heal     HealPolicy
-	schedule func(id string, at time.Time) // the healer's
+	cache *cache.Cache
+	heal  HealPolicy
+	track func(id string, st healState, link trace.SpanContext) // the healer's
 }
 
 // slot is one attachment of a sandbox, with everything known of it.

@@ -14,6 +14,7 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -26,6 +27,7 @@ type Manager struct {
 	cni   *cniRunner
 	cache *cache.Cache
 	store *store // the inventory and the records: see inventory.go
+	tel   *telemetry.Recorder
 
 	// Lock order: see the package doc, Locking. gate is the GC gate (held
 	// shared by pod operations and GC's DELs, exclusively only for the GC
@@ -79,8 +81,11 @@ func New(opts ...Option) (*Manager, error) {
 	if o.exec == nil {
 		o.exec = pluginexec.New(os.Stderr)
 	}
-	exec := managedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook}
-	var err error
+	tel, err := newRecorder(&o)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: creating the OpenTelemetry instruments: %w", err)
+	}
+	exec := managedExec{inner: o.exec, env: o.pluginEnv, hook: o.pluginHook, tel: tel}
 	if exec.home, err = netns.ThreadNS(); err != nil {
 		o.log.WithError(err).Warn("Cannot tell the network namespace the manager is created in; plugins start in their caller's")
 	}
@@ -89,6 +94,7 @@ func New(opts ...Option) (*Manager, error) {
 		log:   o.log,
 		exec:  exec,
 		cache: cache.New(o.cacheDir),
+		tel:   tel,
 		gate:  locks.NewGate(o.gatePatience),
 		pods:  locks.NewKeyed(),
 
@@ -101,6 +107,7 @@ func New(opts ...Option) (*Manager, error) {
 		Exec: exec, Log: m.log,
 		Watch: o.watch, Debounce: o.debounce,
 		VersionWait: o.versionWait, VersionTimeout: o.versionTimeout,
+		Published: func() { tel.Reloaded(context.Background()) },
 	})
 	if err != nil {
 		return nil, err
@@ -108,7 +115,11 @@ func New(opts ...Option) (*Manager, error) {
 	m.conf = conf
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.healer = newHealer(o.heal, m.log, m.retryDELs, func() bool { return m.setups.busy(defaultGCPace.window) })
-	m.store = &store{cache: m.cache, heal: o.heal, schedule: m.healer.schedule}
+	m.store = &store{cache: m.cache, heal: o.heal, track: m.healer.track}
+	if err := tel.Observe(m.gauges()); err != nil {
+		m.conf.Shutdown()
+		return nil, fmt.Errorf("ocicni: registering the OpenTelemetry gauges: %w", err)
+	}
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
 	if err := m.cache.IndexResults(); err != nil {
@@ -181,5 +192,8 @@ func (m *Manager) Shutdown() error {
 	m.rollbacks.Wait()
 	m.healer.active.Wait()
 	_ = m.cache.Close() // what follows lists the results dir
+	if err := m.tel.Close(); err != nil {
+		return fmt.Errorf("ocicni: unregistering the OpenTelemetry gauges: %w", err)
+	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/internal/enginehook"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
@@ -70,11 +72,13 @@ type options struct {
 	gcWorkers       int
 	heal            HealPolicy
 	admission       Admission
-	versionWait     time.Duration  // see netconf.Config; tests shorten it
-	versionTimeout  time.Duration  // see netconf.Config; tests shorten it
-	configGrace     time.Duration  // see savedConfigGrace; tests shorten it
-	gatePatience    locks.Patience // see locks.Gate; tests change it
-	gcPace          gcPace         // see gcPacer; tests change it
+	versionWait     time.Duration        // see netconf.Config; tests shorten it
+	versionTimeout  time.Duration        // see netconf.Config; tests shorten it
+	configGrace     time.Duration        // see savedConfigGrace; tests shorten it
+	gatePatience    locks.Patience       // see locks.Gate; tests change it
+	gcPace          gcPace               // see gcPacer; tests change it
+	tracerProvider  trace.TracerProvider // nil: OpenTelemetry's global one
+	meterProvider   metric.MeterProvider // nil: no metrics
 }
 
 func defaultOptions() options {

@@ -1,12 +1,14 @@
 package ocicni
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -19,9 +21,10 @@ import (
 
 // writeRecord makes next sandbox id's order record, durably, in place of
 // old: an empty one is removed. The saved configs that old uses and next
-// does not are released (a failure is logged: GC removes them), and a
-// pending retry in next is scheduled.
-func (st *store) writeRecord(id string, old, next []cache.Attachment, log *logrus.Entry) error {
+// does not are released (a failure is logged: GC removes them), and the
+// healer learns what next leaves pending, with ctx's span as the
+// operation that left it (see [healer.track]).
+func (st *store) writeRecord(ctx context.Context, id string, old, next []cache.Attachment, log *logrus.Entry) error {
 	var err error
 	if len(next) == 0 {
 		err = st.cache.RemoveOrder(id)
@@ -34,9 +37,7 @@ func (st *store) writeRecord(id string, old, next []cache.Attachment, log *logru
 	if err := st.cache.ReleaseConfigs(id, unusedConfigs(old, next)...); err != nil {
 		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
 	}
-	if due, ok := earliestHeal(next); ok {
-		st.schedule(id, due)
-	}
+	st.track(id, pendingHeal(next), trace.SpanContextFromContext(ctx))
 	return nil
 }
 
@@ -51,7 +52,7 @@ func (st *store) writeRecord(id string, old, next []cache.Attachment, log *logru
 // wrote before it returns (see [store.undoSetup]), so that a setup that
 // attached nothing leaves nothing, and what an earlier record of the
 // sandbox, or another sandbox's, still uses stays.
-func (st *store) recordSetup(pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) ([]cache.Attachment, error) {
+func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) ([]cache.Attachment, error) {
 	added := make([]cache.Attachment, 0, len(plans))
 	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
@@ -63,7 +64,7 @@ func (st *store) recordSetup(pod *PodNetwork, plans []*plan, old []cache.Attachm
 		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: s.Digest})
 	}
 	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, st.heal, time.Now(), log)
-	if err := st.writeRecord(pod.ID, old, next, log); err != nil {
+	if err := st.writeRecord(ctx, pod.ID, old, next, log); err != nil {
 		replaced := errors.Is(err, cache.ErrNotDurable)
 		return nil, st.undoSetup(pod.ID, replaced, old, saves, fmt.Errorf("writing the attachment order record: %w", err))
 	}
@@ -104,7 +105,7 @@ func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, sav
 // recordForgotten adds lines to the sandbox's order record, as read into
 // inv, before its cache files are dropped; an unreadable record is
 // replaced.
-func (st *store) recordForgotten(id string, inv *inventory, lines []cache.Attachment, log *logrus.Entry) error {
+func (st *store) recordForgotten(ctx context.Context, id string, inv *inventory, lines []cache.Attachment, log *logrus.Entry) error {
 	old := inv.record
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
@@ -114,7 +115,7 @@ func (st *store) recordForgotten(id string, inv *inventory, lines []cache.Attach
 	if inv.recordErr == nil && !changed {
 		return nil
 	}
-	return st.writeRecord(id, old, next, log)
+	return st.writeRecord(ctx, id, old, next, log)
 }
 
 // settle writes sandbox id's order record after DELs (a teardown, a
@@ -127,7 +128,7 @@ func (st *store) recordForgotten(id string, inv *inventory, lines []cache.Attach
 // replaced by the failed attachments otherwise. Failures to write are
 // logged: the record then stays as it was, which costs at most a
 // harmless repeated DEL.
-func (st *store) settle(id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
+func (st *store) settle(ctx context.Context, id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
 	outcomes []Outcome, log *logrus.Entry,
 ) {
 	change := recordChange{never: never, outcomes: outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
@@ -137,7 +138,7 @@ func (st *store) settle(id string, recorded []cache.Attachment, rerr error, neve
 	if rerr == nil && !changed {
 		return
 	}
-	if err := st.writeRecord(id, recorded, next, log); err != nil {
+	if err := st.writeRecord(ctx, id, recorded, next, log); err != nil {
 		log.WithError(err).Warn("Cannot update attachment order record")
 	}
 }
@@ -167,9 +168,9 @@ func (st *store) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Att
 // GC's DELs, from the record as read under the container's lock (see
 // [store.settle]). An unreadable record goes once no cache entry of the
 // container is left, readable or corrupt.
-func (st *store) pruneStaleRecord(id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
+func (st *store) pruneStaleRecord(ctx context.Context, id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
 	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
-		st.settle(id, recorded, rerr, nil, plans, outcomes, log)
+		st.settle(ctx, id, recorded, rerr, nil, plans, outcomes, log)
 		return
 	}
 	left, err := st.hasCacheFiles(id)
@@ -289,19 +290,19 @@ func pendingOf(id string, a cache.Attachment) (PendingTeardown, bool) {
 	}, true
 }
 
-// pendingRetries returns, by sandbox, when the first pending DEL retry
-// recorded in the order records is due: what the healer resumes at start.
-// Unreadable records are left to GC, which reports them.
-func (st *store) pendingRetries(log *logrus.Entry) map[string]time.Time {
+// pendingRetries returns, by sandbox, what its order record leaves for
+// healing: what the healer resumes at start. Unreadable records are left
+// to GC, which reports them.
+func (st *store) pendingRetries(log *logrus.Entry) map[string]healState {
 	recs, err := st.scanRecords()
 	if err != nil {
 		log.WithError(err).Warn("Cannot list attachment order records; pending DEL retries resume at the next teardown or GC")
 		return nil
 	}
-	out := map[string]time.Time{}
+	out := map[string]healState{}
 	for id, record := range recs.byID {
-		if due, ok := earliestHeal(record); ok {
-			out[id] = due
+		if hs := pendingHeal(record); !hs.due.IsZero() {
+			out[id] = hs
 		}
 	}
 	return out
@@ -320,15 +321,22 @@ func unusedConfigs(before, after []cache.Attachment) []string {
 	return out
 }
 
-// earliestHeal returns when the first pending retry of a record is due.
-func earliestHeal(record []cache.Attachment) (time.Time, bool) {
-	var due time.Time
+// pendingHeal returns what a record leaves for healing: when its first
+// pending retry is due and when the earliest of its failures was; a zero
+// due for none.
+func pendingHeal(record []cache.Attachment) healState {
+	var st healState
 	for _, a := range record {
-		if h := a.Heal; h != nil && !h.GaveUp && (due.IsZero() || h.Next.Before(due)) {
-			due = h.Next
+		if h := a.Heal; h != nil && !h.GaveUp {
+			if st.due.IsZero() || h.Next.Before(st.due) {
+				st.due = h.Next
+			}
+			if st.since.IsZero() || h.Since.Before(st.since) {
+				st.since = h.Since
+			}
 		}
 	}
-	return due, !due.IsZero()
+	return st
 }
 
 func truncate(s string, n int) string {

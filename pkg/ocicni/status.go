@@ -26,7 +26,9 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 // entries, else the default network. For each it runs CHECK when the
 // network's version supports it, then returns the cached result; without
 // one it reads the interface's addresses from the netns.
-func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
+	ctx, span := m.startOp(ctx, opPodStatus, &pod)
+	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
@@ -159,7 +161,9 @@ func (m *Manager) Status() error { return m.StatusWithContext(context.Background
 // StatusWithContext returns an error while there is no default network,
 // and runs the STATUS verb on it when its version is 1.1.0 or later. It
 // never waits for plugins of pod operations or for a reload.
-func (m *Manager) StatusWithContext(ctx context.Context) error {
+func (m *Manager) StatusWithContext(ctx context.Context) (err error) {
+	ctx, span := m.startOp(ctx, opStatus, nil)
+	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	set := m.snapshot()
 	n := set.Default()
 	if n == nil {

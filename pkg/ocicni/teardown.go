@@ -10,6 +10,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -34,7 +35,9 @@ func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) er
 // TearDownPodOutcomes is [Manager.TearDownPodWithContext] that also returns
 // the outcome of every attachment, in the order the DELs ran, whatever the
 // policy.
-func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Outcome, error) {
+func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []Outcome, err error) {
+	ctx, span := m.startOp(ctx, opTeardown, &pod)
+	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if pod.NetNS != "" {
 		// The netns may be gone already, but it must never be the host's.
 		if _, err := usableStoredNetNS(pod.NetNS); err != nil {
@@ -60,7 +63,7 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Ou
 	}
 	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
 	err = m.teardownResult(&pod, outcomes, log)
-	m.store.settle(pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
+	m.store.settle(ctx, pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
 	if inv.record == nil && inv.recordErr == nil && !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		m.store.removeStrays(pod.ID, log) // a setup killed before it wrote the record
 	}
@@ -107,7 +110,8 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 
 // deleteAll runs DEL for every plan in the given order and never stops
 // early. Attachments whose plugin reports the container unknown count as
-// deleted, and their cache entries are removed.
+// deleted, and their cache entries are removed. Every DEL that fails is
+// counted, by class and reason why, for the metrics.
 func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome {
 	ctx = withReason(ctx, why)
 	outcomes := make([]Outcome, 0, len(plans))
@@ -150,6 +154,7 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		}
 		outcomes = append(outcomes, o)
 	}
+	m.countDELFailures(ctx, outcomes, why)
 	return outcomes
 }
 
@@ -250,11 +255,23 @@ func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logru
 // DELs of sandbox id, as its inventory knows them, under its lock. The
 // wait for the lock ends with ctx (Shutdown); the DELs run under the
 // policy's timeout, and not under ctx, so that Shutdown lets a retry in
-// flight finish.
-func (m *Manager) retryDELs(ctx context.Context, id string) {
+// flight finish. Its span is a new trace, linked to link, the span of the
+// operation whose DEL failed last.
+func (m *Manager) retryDELs(ctx context.Context, id string, link trace.SpanContext) {
+	ctx, span := m.tel.StartHeal(ctx, link, id)
+	outcomes, err := m.retryDELsLocked(ctx, id)
+	if i := slices.IndexFunc(outcomes, Outcome.Failure); err == nil && i >= 0 {
+		err = &NetworkError{Network: outcomes[i].Network, IfName: outcomes[i].IfName, Verb: "DEL", Err: outcomes[i].Err}
+	}
+	span.End(ctx, outcomeOf(err), err)
+}
+
+// retryDELsLocked is retryDELs under the sandbox's lock: it returns the
+// outcomes of the DELs it ran, or why it could not run them.
+func (m *Manager) retryDELsLocked(ctx context.Context, id string) ([]Outcome, error) {
 	unlock, err := m.pods.Lock(ctx, id)
 	if err != nil {
-		return // shutting down: the record keeps the retry for the next manager
+		return nil, err // shutting down: the record keeps the retry for the next manager
 	}
 	defer unlock()
 	log := m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
@@ -262,14 +279,14 @@ func (m *Manager) retryDELs(ctx context.Context, id string) {
 	inv := m.store.takeInventory(id, nil, set, log)
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
-		return
+		return nil, inv.recordErr
 	}
 	due := inv.due(time.Now())
 	if len(due) == 0 {
-		if at, ok := earliestHeal(inv.record); ok { // a teardown or setup changed it meanwhile
-			m.healer.schedule(id, at)
+		if hs := pendingHeal(inv.record); !hs.due.IsZero() { // a teardown or setup changed it meanwhile
+			m.healer.schedule(id, hs.due)
 		}
-		return
+		return nil, nil
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.heal.Timeout)
 	defer cancel()
@@ -290,7 +307,8 @@ func (m *Manager) retryDELs(ctx context.Context, id string) {
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	m.store.settle(id, inv.record, nil, nil, plans, outcomes, log)
+	m.store.settle(dctx, id, inv.record, nil, nil, plans, outcomes, log)
+	return outcomes, nil
 }
 
 // sortSlotsForTeardown orders slots for DEL: those missing from the

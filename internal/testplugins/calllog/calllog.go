@@ -44,6 +44,9 @@ type Call struct {
 	// where it makes the host side of an attachment; "" where the
 	// recorder cannot tell.
 	OwnNetNS string `json:"ownNetns,omitempty"`
+	// TraceParent is the TRACEPARENT the plugin was started with: the
+	// W3C trace context of the span it runs under; "" without one.
+	TraceParent string `json:"traceparent,omitempty"`
 	// Time is when the plugin started handling the call.
 	Time time.Time `json:"time"`
 }

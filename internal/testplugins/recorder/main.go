@@ -244,6 +244,7 @@ func logCall(verb string, conf *netConf, args *skel.CmdArgs) error {
 		Nice:        niceValue(),
 		Threads:     threadPriorities(),
 		OwnNetNS:    ownNetNS(),
+		TraceParent: os.Getenv("TRACEPARENT"),
 		Time:        time.Now(),
 	})
 }

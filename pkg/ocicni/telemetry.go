@@ -1,0 +1,121 @@
+package ocicni
+
+import (
+	"context"
+	"errors"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
+)
+
+// WithTracerProvider makes the manager's spans (see the package doc,
+// "Observability") with tp instead of OpenTelemetry's global provider,
+// which it uses by default. nil keeps the default.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error {
+		o.tracerProvider = tp
+		return nil
+	}
+}
+
+// WithMeterProvider records the manager's metrics (see the package doc,
+// "Observability") with mp. By default it records none. The library ships
+// no exporter: the runtime wires its own to mp. nil keeps the default.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) error {
+		o.meterProvider = mp
+		return nil
+	}
+}
+
+// newRecorder returns the recorder over o's providers.
+func newRecorder(o *options) (*telemetry.Recorder, error) {
+	tp := o.tracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return telemetry.New(tp, o.meterProvider)
+}
+
+// Operation names, as the cni.operation attribute takes them.
+const (
+	opSetup     = "setup"
+	opTeardown  = "teardown"
+	opPodStatus = "pod_status"
+	opStatus    = "status"
+	opGC        = "gc"
+)
+
+// startOp starts the span and duration of public operation op on pod (nil
+// for none).
+func (m *Manager) startOp(ctx context.Context, op string, pod *PodNetwork) (context.Context, *telemetry.Operation) {
+	var attrs func() []attribute.KeyValue
+	if pod != nil {
+		id, networks := pod.ID, len(pod.Networks)
+		attrs = func() []attribute.KeyValue {
+			return []attribute.KeyValue{
+				attribute.String(telemetry.AttrContainerID, id), attribute.Int(telemetry.AttrNetworks, networks),
+			}
+		}
+	}
+	return m.tel.StartOperation(ctx, "cni."+op, op, attrs)
+}
+
+// outcomeOf classifies err for the cni.outcome attribute. It never looks
+// at the error's text.
+func outcomeOf(err error) string {
+	var cniErr *types.Error
+	switch {
+	case err == nil:
+		return telemetry.OutcomeOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return telemetry.OutcomeTimeout
+	case errors.Is(err, context.Canceled):
+		return telemetry.OutcomeCanceled
+	case errors.Is(err, ErrPluginNotFound):
+		return telemetry.OutcomeNotFound
+	case errors.Is(err, ErrPluginOutputLimit):
+		return telemetry.OutcomeOutputLimit
+	case errors.As(err, &cniErr):
+		return telemetry.OutcomePluginError
+	}
+	return telemetry.OutcomeError
+}
+
+// errorCode returns the CNI error code err carries; 0 for none.
+func errorCode(err error) uint {
+	var cniErr *types.Error
+	if errors.As(err, &cniErr) {
+		return cniErr.Code
+	}
+	return 0
+}
+
+// countDELFailures counts the failed DELs among outcomes, run for why.
+func (m *Manager) countDELFailures(ctx context.Context, outcomes []Outcome, why string) {
+	for _, o := range outcomes {
+		if o.Failure() {
+			m.tel.DELFailed(ctx, o.Network, why, o.Class.String())
+		}
+	}
+}
+
+// gauges are what the manager's gauges read.
+func (m *Manager) gauges() telemetry.Gauges {
+	return telemetry.Gauges{
+		Pending: m.healer.pendingStats,
+		Skipped: func() map[string]int {
+			out := map[string]int{}
+			for _, sk := range m.snapshot().Skipped() {
+				out[netconf.SkipReason(sk.Err)]++
+			}
+			return out
+		},
+	}
+}
