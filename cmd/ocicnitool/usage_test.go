@@ -36,6 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{name: "gc with an invalid ID", args: append([]string{"gc", "--valid", "a/b"}, dirs...), wantStderr: "--valid"},
 		{name: "gc with an empty list", args: append([]string{"gc", "--valid", ""}, dirs...), wantStderr: "--valid"},
 		{name: "cache rm without container", args: []string{"cache", "rm"}, wantStderr: "--container is required"},
+		{name: "stats with an argument", args: []string{"stats", "extra"}, wantStderr: "want arguments none"},
 		{name: "cache ls with an argument", args: []string{"cache", "ls", "extra"}, wantStderr: "want arguments none"},
 		{name: "cache ls with an invalid container", args: []string{"cache", "ls", "--container", "../x"}, wantStderr: "invalid container ID"},
 		{name: "empty conf dir", args: []string{"status", "--conf-dir", ""}, wantStderr: "--conf-dir must not be empty"},
