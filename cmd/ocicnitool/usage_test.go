@@ -1,11 +1,13 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestUsageErrors checks that bad command lines exit 1, say why, and run
@@ -37,6 +39,7 @@ func TestUsageErrors(t *testing.T) {
 		{name: "gc with an empty list", args: append([]string{"gc", "--valid", ""}, dirs...), wantStderr: "--valid"},
 		{name: "cache rm without container", args: []string{"cache", "rm"}, wantStderr: "--container is required"},
 		{name: "stats with an argument", args: []string{"stats", "extra"}, wantStderr: "want arguments none"},
+		{name: "pending with an argument", args: []string{"pending", "extra"}, wantStderr: "want arguments none"},
 		{name: "cache ls with an argument", args: []string{"cache", "ls", "extra"}, wantStderr: "want arguments none"},
 		{name: "cache ls with an invalid container", args: []string{"cache", "ls", "--container", "../x"}, wantStderr: "invalid container ID"},
 		{name: "empty conf dir", args: []string{"status", "--conf-dir", ""}, wantStderr: "--conf-dir must not be empty"},
@@ -81,4 +84,14 @@ func TestHelp(t *testing.T) {
 	}
 	r = mustRun(t, exitUsage, "help", "nope")
 	assert.Contains(t, r.stderr, "unknown command")
+}
+
+// TestREADMEListsEveryCommand checks that the README's command table has
+// a row for every command.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	for _, c := range commands {
+		assert.Contains(t, string(readme), "\n| `"+c.name, "no row for %q in README.md's command table", c.name)
+	}
 }
