@@ -212,7 +212,6 @@ func TestStatsFixtures(t *testing.T) {
 	assert.Regexp(t, `(?m)^PENDING TEARDOWNS\nTOTAL +GAVE UP +DUE NOW +OLDEST +NEXT\n3 +1 +1 +\d+d\d+h\d+m\d+s +2024-01-01T00:05:00Z$`, r.stdout)
 	assert.Regexp(t, `(?m)^net2 +2 +0 +2$`, r.stdout)
 	assert.NotContains(t, r.stdout, "SKIPPED CONFIG FILES", "no conf dir without --conf")
-
 }
 
 // TestStatsConf checks the conf dir's view that --conf adds, and that

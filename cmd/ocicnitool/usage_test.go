@@ -92,6 +92,9 @@ func TestREADMEListsEveryCommand(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	for _, c := range commands {
-		assert.True(t, strings.Contains(string(readme), "\n| `"+c.name), "no row for %q in README.md's command table", c.name)
+		// Not assert.Contains, which would quote the whole README.
+		if !strings.Contains(string(readme), "\n| `"+c.name) {
+			t.Errorf("no row for %q in README.md's command table", c.name)
+		}
 	}
 }
