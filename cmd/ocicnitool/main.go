@@ -33,7 +33,7 @@ type command struct {
 
 // commands lists the subcommands in the order the help shows them.
 var commands = []*command{
-	addCmd, delCmd, checkCmd, statusCmd, gcCmd, pendingCmd, cacheLsCmd, cacheRmCmd,
+	addCmd, delCmd, checkCmd, statusCmd, gcCmd, pendingCmd, statsCmd, cacheLsCmd, cacheRmCmd,
 }
 
 func main() {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestUsageErrors checks that bad command lines exit 1, say why, and run
@@ -36,6 +38,8 @@ func TestUsageErrors(t *testing.T) {
 		{name: "gc with an invalid ID", args: append([]string{"gc", "--valid", "a/b"}, dirs...), wantStderr: "--valid"},
 		{name: "gc with an empty list", args: append([]string{"gc", "--valid", ""}, dirs...), wantStderr: "--valid"},
 		{name: "cache rm without container", args: []string{"cache", "rm"}, wantStderr: "--container is required"},
+		{name: "stats with an argument", args: []string{"stats", "extra"}, wantStderr: "want arguments none"},
+		{name: "pending with an argument", args: []string{"pending", "extra"}, wantStderr: "want arguments none"},
 		{name: "cache ls with an argument", args: []string{"cache", "ls", "extra"}, wantStderr: "want arguments none"},
 		{name: "cache ls with an invalid container", args: []string{"cache", "ls", "--container", "../x"}, wantStderr: "invalid container ID"},
 		{name: "empty conf dir", args: []string{"status", "--conf-dir", ""}, wantStderr: "--conf-dir must not be empty"},
@@ -80,4 +84,17 @@ func TestHelp(t *testing.T) {
 	}
 	r = mustRun(t, exitUsage, "help", "nope")
 	assert.Contains(t, r.stderr, "unknown command")
+}
+
+// TestREADMEListsEveryCommand checks that the README's command table has
+// a row for every command.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	for _, c := range commands {
+		// Not assert.Contains, which would quote the whole README.
+		if !strings.Contains(string(readme), "\n| `"+c.name) {
+			t.Errorf("no row for %q in README.md's command table", c.name)
+		}
+	}
 }
