@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/enginehook"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
@@ -39,6 +40,7 @@ var _ CNI = (*Face)(nil)
 // Engine, Shutdown) are reached with a type assertion.
 type Face struct {
 	engine *ocicni.Manager
+	tel    *telemetry.Recorder // the face verbs' spans
 	// src holds the loaded networks (loopback excepted) for the engine,
 	// which loads them from memory instead of a conf dir.
 	src *netconf.MemorySource
@@ -71,6 +73,10 @@ func New(opts ...Opt) (CNI, error) {
 	if !ok { // see package enginehook: a bug of this module, never of the caller
 		return nil, errors.New("gocni: package ocicni did not provide its memory source hook")
 	}
+	tel, err := newRecorder(cfg.tracerProvider)
+	if err != nil {
+		return nil, err
+	}
 	src := &netconf.MemorySource{}
 	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+4)
 	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...), ocicni.WithArgsAsGiven(), ocicni.WithGCScopedToLoadedNetworks())
@@ -81,7 +87,7 @@ func New(opts ...Opt) (CNI, error) {
 		return nil, err
 	}
 	cfg.engineOpts = nil
-	f := &Face{engine: engine, src: src, cfg: cfg, lastLoad: opts}
+	f := &Face{engine: engine, tel: tel, src: src, cfg: cfg, lastLoad: opts}
 	f.loadMu.Lock()
 	loadErr := f.publish(cfg.networks)
 	f.loadMu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/containernetworking/cni/libcni"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
@@ -24,6 +25,9 @@ type config struct {
 	minNetworks int
 	engineOpts  []ocicni.Option // used by New only
 	networks    []*Network
+	// tracerProvider makes the face's spans; nil: the global one. Used
+	// by New only.
+	tracerProvider trace.TracerProvider
 }
 
 func defaultConfig() config {

@@ -17,7 +17,9 @@ import (
 //
 // The error names every failed network and matches *[ocicni.TeardownError]
 // with errors.As. path may be empty when the namespace is gone.
-func (f *Face) Remove(ctx context.Context, id string, path string, opts ...NamespaceOpts) error {
+func (f *Face) Remove(ctx context.Context, id string, path string, opts ...NamespaceOpts) (err error) {
+	ctx, op := f.startVerb(ctx, "Remove", id)
+	defer func() { endVerb(ctx, op, err) }()
 	ns, err := newNamespace(id, path, opts)
 	if err != nil {
 		return err
@@ -44,7 +46,9 @@ func (f *Face) Remove(ctx context.Context, id string, path string, opts ...Names
 // records, and GC reports nothing of them. Attachments of a network that
 // is no longer loaded are not collected; [Face.Remove] still detaches a
 // sandbox from them.
-func (f *Face) GC(ctx context.Context, validSandboxes []string) error {
+func (f *Face) GC(ctx context.Context, validSandboxes []string) (err error) {
+	ctx, op := f.startVerb(ctx, "GC", "")
+	defer func() { endVerb(ctx, op, err) }()
 	valid := make([]*ocicni.PodNetwork, 0, len(validSandboxes))
 	for _, id := range validSandboxes {
 		valid = append(valid, &ocicni.PodNetwork{ID: id})

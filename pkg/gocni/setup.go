@@ -21,7 +21,9 @@ import (
 // "Repeated setups" in package ocicni). With fewer
 // networks loaded than [WithMinNetworkCount] asks for, Setup first runs
 // the last load again, then fails with [ErrCNINotInitialized].
-func (f *Face) Setup(ctx context.Context, id string, path string, opts ...NamespaceOpts) (*Result, error) {
+func (f *Face) Setup(ctx context.Context, id string, path string, opts ...NamespaceOpts) (_ *Result, err error) {
+	ctx, op := f.startVerb(ctx, "Setup", id)
+	defer func() { endVerb(ctx, op, err) }()
 	nets, prefix, err := f.ready()
 	if err != nil {
 		return nil, err
@@ -52,7 +54,9 @@ func (f *Face) SetupSerially(ctx context.Context, id string, path string, opts .
 
 // Check runs CHECK for the sandbox on every loaded network whose version
 // supports it, through the engine's pod status, and checks that lo is up.
-func (f *Face) Check(ctx context.Context, id string, path string, opts ...NamespaceOpts) error {
+func (f *Face) Check(ctx context.Context, id string, path string, opts ...NamespaceOpts) (err error) {
+	ctx, op := f.startVerb(ctx, "Check", id)
+	defer func() { endVerb(ctx, op, err) }()
 	nets, _, err := f.ready()
 	if err != nil {
 		return err
@@ -73,11 +77,13 @@ func (f *Face) Check(ctx context.Context, id string, path string, opts ...Namesp
 // than [WithMinNetworkCount] asks for (after running the last load again),
 // and otherwise the first STATUS error of a loaded network at CNI 1.1.0 or
 // later.
-func (f *Face) Status() error {
+func (f *Face) Status() (err error) {
+	ctx, op := f.startVerb(context.Background(), "Status", "")
+	defer func() { endVerb(ctx, op, err) }()
 	if _, _, err := f.ready(); err != nil {
 		return err
 	}
-	for _, st := range f.engine.NetworkStatuses(context.Background()) {
+	for _, st := range f.engine.NetworkStatuses(ctx) {
 		if st.Err != nil {
 			return st.Err
 		}

@@ -67,26 +67,8 @@ func (m *Manager) startOp(ctx context.Context, op string, pod *PodNetwork) (cont
 	return m.tel.StartOperation(ctx, "cni."+op, op, attrs)
 }
 
-// outcomeOf classifies err for the cni.outcome attribute. It never looks
-// at the error's text.
-func outcomeOf(err error) string {
-	var cniErr *types.Error
-	switch {
-	case err == nil:
-		return telemetry.OutcomeOK
-	case errors.Is(err, context.DeadlineExceeded):
-		return telemetry.OutcomeTimeout
-	case errors.Is(err, context.Canceled):
-		return telemetry.OutcomeCanceled
-	case errors.Is(err, ErrPluginNotFound):
-		return telemetry.OutcomeNotFound
-	case errors.Is(err, ErrPluginOutputLimit):
-		return telemetry.OutcomeOutputLimit
-	case errors.As(err, &cniErr):
-		return telemetry.OutcomePluginError
-	}
-	return telemetry.OutcomeError
-}
+// outcomeOf classifies err for the cni.outcome attribute.
+func outcomeOf(err error) string { return telemetry.OutcomeOf(err) }
 
 // errorCode returns the CNI error code err carries; 0 for none.
 func errorCode(err error) uint {

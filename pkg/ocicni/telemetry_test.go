@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	cnitypes "github.com/containernetworking/cni/pkg/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -314,24 +313,6 @@ func TestTelemetryStatusAndConfig(t *testing.T) {
 	rm = e.collect()
 	assert.Equal(t, before+1, sumOf(t, rm, telemetry.MetricReloads))
 	assert.Zero(t, gaugeInt(t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "invalid")))
-}
-
-// The outcome classes never read an error's text.
-func TestOutcomeOf(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{nil, telemetry.OutcomeOK},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), telemetry.OutcomeTimeout},
-		{fmt.Errorf("x: %w", context.Canceled), telemetry.OutcomeCanceled},
-		{fmt.Errorf("x: %w", ErrPluginNotFound), telemetry.OutcomeNotFound},
-		{&PluginOutputLimitError{}, telemetry.OutcomeOutputLimit},
-		{&NetworkError{Network: "n", Verb: "DEL", Err: &cnitypes.Error{Code: 11}}, telemetry.OutcomePluginError},
-		{fmt.Errorf("plugin_error timeout"), telemetry.OutcomeError},
-	} {
-		assert.Equal(t, tc.want, outcomeOf(tc.err), "%v", tc.err)
-	}
 }
 
 // metric readers
