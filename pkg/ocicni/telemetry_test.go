@@ -176,7 +176,7 @@ func TestTelemetrySetup(t *testing.T) {
 			attribute.String(telemetry.AttrPluginType, typ), attribute.String(telemetry.AttrReason, reasonSetup),
 			attribute.String(telemetry.AttrOutcome, telemetry.OutcomeOK)), typ)
 	}
-	assert.Equal(t, int64(1), sumOf(t, rm, telemetry.MetricReloads), "the first load published once")
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricReloads), "the first load published once")
 	assertNoContainerIDs(t, rm)
 }
 
@@ -208,10 +208,10 @@ func TestTelemetryFailedTeardownAndHeal(t *testing.T) {
 	}
 
 	rm := e.collect()
-	assert.Equal(t, int64(1), sumOf(t, rm, telemetry.MetricDELFailures, attribute.String(telemetry.AttrNetwork, "flaky"),
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricDELFailures, attribute.String(telemetry.AttrNetwork, "flaky"),
 		attribute.String(telemetry.AttrReason, reasonTeardown), attribute.String(telemetry.AttrDELClass, RetryLater.String())))
-	assert.Equal(t, int64(1), gaugeInt(t, rm, telemetry.MetricPending))
-	assert.Positive(t, gaugeFloat(t, rm, telemetry.MetricPendingOldest))
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricPending))
+	assert.Positive(t, total[float64](t, rm, telemetry.MetricPendingOldest))
 	assert.Equal(t, uint64(1), histCount(t, rm, telemetry.MetricOperationDuration,
 		attribute.String(telemetry.AttrOperation, opTeardown), attribute.String(telemetry.AttrOutcome, telemetry.OutcomePluginError)))
 
@@ -229,9 +229,9 @@ func TestTelemetryFailedTeardownAndHeal(t *testing.T) {
 	e.requirePluginSpans(heal, "DEL", reasonHeal, pod.ID, "flaky", telemetry.OutcomeOK, e.lastCall("DEL", pod.ID))
 
 	rm = e.collect()
-	assert.Zero(t, gaugeInt(t, rm, telemetry.MetricPending))
-	assert.Zero(t, gaugeFloat(t, rm, telemetry.MetricPendingOldest))
-	assert.Equal(t, int64(1), sumOf(t, rm, telemetry.MetricDELFailures), "the retry succeeded: no new failure")
+	assert.Zero(t, total[int64](t, rm, telemetry.MetricPending))
+	assert.Zero(t, total[float64](t, rm, telemetry.MetricPendingOldest))
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricDELFailures), "the retry succeeded: no new failure")
 	assertNoContainerIDs(t, rm)
 }
 
@@ -261,7 +261,7 @@ func TestTelemetryRollback(t *testing.T) {
 		nets = append(nets, attrs(r)[telemetry.AttrNetwork].AsString())
 	}
 	assert.ElementsMatch(t, []string{"bad", "good", "good"}, nets, "bad's recorder, then good's bridge and recorder")
-	assert.Zero(t, sumOf(t, e.collect(), telemetry.MetricRollbacks))
+	assert.Zero(t, total[int64](t, e.collect(), telemetry.MetricRollbacks))
 	e.assertClean(pod, "good", "bad")
 }
 
@@ -281,9 +281,9 @@ func TestTelemetryGC(t *testing.T) {
 	assert.Equal(t, telemetry.OutcomeOK, attrs(gc)[telemetry.AttrOutcome].AsString())
 	e.requirePluginSpans(gc, "DEL", reasonGC, stale.ID, "net", telemetry.OutcomeOK, e.lastCall("DEL", stale.ID))
 	rm := e.collect()
-	assert.Equal(t, int64(1), sumOf(t, rm, telemetry.MetricGCRuns, attribute.String(telemetry.AttrOutcome, telemetry.OutcomeOK)))
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricGCRuns, attribute.String(telemetry.AttrOutcome, telemetry.OutcomeOK)))
 	for result, want := range map[string]int64{telemetry.GCDeleted: 1, telemetry.GCKept: 1, telemetry.GCFailed: 0} {
-		assert.Equal(t, want, sumOf(t, rm, telemetry.MetricGCAttachments, attribute.String(telemetry.AttrGCResult, result)), result)
+		assert.Equal(t, want, total[int64](t, rm, telemetry.MetricGCAttachments, attribute.String(telemetry.AttrGCResult, result)), result)
 	}
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "net"), 1, "the stale pod's address is released, the valid one's kept")
 	assert.Equal(t, []string{e.cacheName("net", valid, "eth0")}, e.cacheFiles())
@@ -305,14 +305,14 @@ func TestTelemetryStatusAndConfig(t *testing.T) {
 
 	rm := e.collect()
 	assert.Equal(t, uint64(1), histCount(t, rm, telemetry.MetricOperationDuration, attribute.String(telemetry.AttrOperation, opStatus)))
-	assert.Equal(t, int64(1), gaugeInt(t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "invalid")))
-	assert.Equal(t, int64(1), gaugeInt(t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "plugin_not_found")))
-	before := sumOf(t, rm, telemetry.MetricReloads)
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "invalid")))
+	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "plugin_not_found")))
+	before := total[int64](t, rm, telemetry.MetricReloads)
 	require.NoError(t, os.Remove(e.confDir+"/20-broken.conflist"))
 	require.NoError(t, m.Reload(context.Background()))
 	rm = e.collect()
-	assert.Equal(t, before+1, sumOf(t, rm, telemetry.MetricReloads))
-	assert.Zero(t, gaugeInt(t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "invalid")))
+	assert.Equal(t, before+1, total[int64](t, rm, telemetry.MetricReloads))
+	assert.Zero(t, total[int64](t, rm, telemetry.MetricSkipped, attribute.String(telemetry.AttrSkipReason, "invalid")))
 }
 
 // metric readers
@@ -358,49 +358,30 @@ func histCount(t *testing.T, rm metricdata.ResourceMetrics, name string, want ..
 	return n
 }
 
-// sumOf returns the total of the data points of sum name that carry want.
-func sumOf(t *testing.T, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
+// total returns the total of the data points of sum or gauge name that
+// carry want; 0 when name is not reported.
+func total[N int64 | float64](t *testing.T, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) N {
 	t.Helper()
 	m, ok := find(t, rm, name)
 	if !ok {
 		return 0
 	}
-	s, ok := m.Data.(metricdata.Sum[int64])
-	require.True(t, ok, "%s is an int64 sum", name)
-	var n int64
-	for _, dp := range s.DataPoints {
+	var points []metricdata.DataPoint[N]
+	switch d := m.Data.(type) {
+	case metricdata.Sum[N]:
+		points = d.DataPoints
+	case metricdata.Gauge[N]:
+		points = d.DataPoints
+	default:
+		require.Failf(t, "unexpected data", "%s holds %T", name, m.Data)
+	}
+	var n N
+	for _, dp := range points {
 		if matches(dp.Attributes, want) {
 			n += dp.Value
 		}
 	}
 	return n
-}
-
-func gaugeInt(t *testing.T, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
-	m, ok := find(t, rm, name)
-	if !ok {
-		return 0
-	}
-	g, ok := m.Data.(metricdata.Gauge[int64])
-	require.True(t, ok, "%s is an int64 gauge", name)
-	var n int64
-	for _, dp := range g.DataPoints {
-		if matches(dp.Attributes, want) {
-			n += dp.Value
-		}
-	}
-	return n
-}
-
-func gaugeFloat(t *testing.T, rm metricdata.ResourceMetrics, name string) float64 {
-	t.Helper()
-	m, ok := find(t, rm, name)
-	require.True(t, ok, "%s is reported", name)
-	g, ok := m.Data.(metricdata.Gauge[float64])
-	require.True(t, ok, "%s is a float64 gauge", name)
-	require.Len(t, g.DataPoints, 1)
-	return g.DataPoints[0].Value
 }
 
 // assertNoContainerIDs checks that no metric carries a container ID or an
