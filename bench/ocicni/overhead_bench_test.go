@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 
@@ -63,8 +65,7 @@ func BenchmarkPodOverhead(b *testing.B) {
 				}
 				reportCPU(b, cpu)
 			})
-			b.Run("ocicni", func(b *testing.B) {
-				m := env.NewManager(b)
+			managed := func(b *testing.B, m *ocicni.Manager) {
 				b.ReportAllocs()
 				cpu := testenv.CPUNow(b)
 				for i := 0; b.Loop(); i++ {
@@ -81,6 +82,18 @@ func BenchmarkPodOverhead(b *testing.B) {
 					env.Exec.ResetCalls()
 				}
 				reportCPU(b, cpu)
+			}
+			b.Run("ocicni", func(b *testing.B) { managed(b, env.NewManager(b)) })
+			// With OpenTelemetry's SDK providers installed (see
+			// BenchmarkTelemetryCost): what the spans and metrics add.
+			b.Run("ocicni-otel", func(b *testing.B) {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				b.Cleanup(func() {
+					_ = tp.Shutdown(context.Background())
+					_ = mp.Shutdown(context.Background())
+				})
+				managed(b, env.NewManager(b, ocicni.WithTracerProvider(tp), ocicni.WithMeterProvider(mp)))
 			})
 		})
 	}
