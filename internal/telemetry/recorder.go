@@ -162,9 +162,9 @@ type Operation struct {
 	start time.Time
 }
 
-// StartOperation starts the span of operation op (named "cni." + op, or
-// face + "." + op for a face's verb) and its duration. attrs are the
-// span's, built only when it records. End it with [Operation.End].
+// StartOperation starts the span spanName of operation op, and its
+// duration. attrs are the span's, built only when it records. End it with
+// [Operation.End].
 func (r *Recorder) StartOperation(ctx context.Context, spanName, op string, attrs func() []attribute.KeyValue) (context.Context, *Operation) {
 	if r == nil {
 		return ctx, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -107,15 +108,9 @@ func TestRecorderBackgroundSpans(t *testing.T) {
 	assert.Equal(t, "busy", heal.Status().Description)
 }
 
-func mustNew(t *testing.T, tp trace.TracerProvider, mp *sdkmetric.MeterProvider) *Recorder {
+func mustNew(t *testing.T, tp trace.TracerProvider, mp metric.MeterProvider) *Recorder {
 	t.Helper()
-	var r *Recorder
-	var err error
-	if mp == nil {
-		r, err = New(tp, nil)
-	} else {
-		r, err = New(tp, mp)
-	}
+	r, err := New(tp, mp)
 	require.NoError(t, err)
 	return r
 }

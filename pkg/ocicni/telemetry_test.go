@@ -229,6 +229,8 @@ func TestTelemetryFailedTeardownAndHeal(t *testing.T) {
 	e.requirePluginSpans(heal, "DEL", reasonHeal, pod.ID, "flaky", telemetry.OutcomeOK, e.lastCall("DEL", pod.ID))
 
 	rm = e.collect()
+	_, reported := find(t, rm, telemetry.MetricPending)
+	require.True(t, reported, "the gauges are still reported, at zero")
 	assert.Zero(t, total[int64](t, rm, telemetry.MetricPending))
 	assert.Zero(t, total[float64](t, rm, telemetry.MetricPendingOldest))
 	assert.Equal(t, int64(1), total[int64](t, rm, telemetry.MetricDELFailures), "the retry succeeded: no new failure")
