@@ -95,9 +95,10 @@ type pairTimes struct{ rawUp, rawDown, mgrUp, mgrDown, rawOwn, mgrOwn time.Durat
 func (e *podEnv) pair(b *testing.B, ctx context.Context, i int) pairTimes {
 	b.Helper()
 	// Each side gets a fresh netns of its own: what one side's DEL leaves
-	// for the kernel to finish must not slow the other side.
-	rawNS, mgrNS := newBenchNetNS(b), newBenchNetNS(b)
-	defer removeBenchNetNS(b, rawNS, mgrNS)
+	// for the kernel to finish must not slow the other side. They are
+	// removed when the benchmark ends, since the kernel dismantles a
+	// removed netns in the background and would slow the next pair.
+	rawNS, mgrNS := testenv.NewNS(b), testenv.NewNS(b)
 	var t pairTimes
 	runRaw := func() {
 		rts := e.raw.rts(fmt.Sprintf("raw%d", i), rawNS)
