@@ -3,8 +3,10 @@ package ocicni
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -88,14 +90,60 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		assert.Len(t, ops.recorded(), 4)
 	})
 
+	// lo is brought up while the record is written: a failure takes the
+	// record back, and the link to the saved config with it; with an
+	// earlier record of the sandbox, that record and its link stay.
 	t.Run("LoopbackUp fails", func(t *testing.T) {
 		boom := errors.New("boom")
 		m, fx := newManager(&recordingNetNS{upErr: boom})
+		c := cache.New(cacheDir)
+		savedBefore := savedConfigs(t, c)
 		_, err := m.SetUpPodWithContext(ctx, PodNetwork{Name: "p", Namespace: "ns", ID: "failing", NetNS: nsPath})
 		require.ErrorIs(t, err, boom)
 		assert.Empty(t, fx.Calls(), "no plugin ran")
-		order, err := cache.New(cacheDir).ReadOrder("failing")
+		order, err := c.ReadOrder("failing")
 		require.NoError(t, err)
 		assert.Nil(t, order, "no order recorded")
+		assert.Equal(t, savedBefore, savedConfigs(t, c), "no link to a saved config, no new copy")
 	})
+
+	t.Run("LoopbackUp fails with an earlier record", func(t *testing.T) {
+		ops := &recordingNetNS{}
+		m, fx := newManager(ops)
+		pod := PodNetwork{Name: "p", Namespace: "ns", ID: "again", NetNS: nsPath}
+		_, err := m.SetUpPodWithContext(ctx, pod)
+		require.NoError(t, err)
+		c := cache.New(cacheDir)
+		before, err := c.ReadOrder("again")
+		require.NoError(t, err)
+		require.Len(t, before, 1)
+		savedBefore := savedConfigs(t, c)
+		// Without its cached result the attachment is not live: the next
+		// setup adds it again, over the record.
+		require.NoError(t, c.Remove("net", "again", "eth0"))
+
+		boom := errors.New("boom")
+		ops.upErr = boom
+		_, err = m.SetUpPodWithContext(ctx, pod)
+		require.ErrorIs(t, err, boom)
+		assert.Len(t, fx.Calls(), 1, "only the first setup's ADD ran")
+		after, err := c.ReadOrder("again")
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "the earlier record is back")
+		assert.Equal(t, savedBefore, savedConfigs(t, c), "the earlier record's saved config and link stay")
+	})
+}
+
+// savedConfigs lists the saved configs in c as "digest container links",
+// sorted: what a setup that failed before ADD must leave as it found.
+func savedConfigs(t *testing.T, c *cache.Cache) []string {
+	t.Helper()
+	saved, err := c.ListConfigs()
+	require.NoError(t, err)
+	out := make([]string, len(saved))
+	for i, sc := range saved {
+		out[i] = fmt.Sprintf("%s %q %d", sc.Digest, sc.ContainerID, sc.Links)
+	}
+	slices.Sort(out)
+	return out
 }
