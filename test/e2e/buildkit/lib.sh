@@ -236,6 +236,15 @@ stop_bk() {
 	rm -f "$W/buildkitd.pid"
 }
 
+# stop_clean: a phase's clean stop (SIGTERM), once the pool is full
+# again. buildkitd exits without waiting for its pool's fill, so a
+# namespace whose ADD, or whose release by the closed pool, is running at
+# the stop is left to its next start, whatever the CNI library does.
+stop_clean() {
+	wait_for 30 "the pool filled before a clean stop" pool_full
+	stop_bk TERM
+}
+
 # nsfiles: the namespace files BuildKit keeps under <root>/net/cni.
 nsfiles() { find "$W/root/net/cni" -type f -printf '%f\n' 2>/dev/null || true; }
 
@@ -250,7 +259,18 @@ wait_for() {
 	die "$what: not within ${secs}s"
 }
 
-pool_full() { (($(nsfiles | wc -l) >= POOL)) && (($(veths_on "$MBRIDGE" | wc -l) >= POOL)); }
+# pool_full: POOL namespaces whose setup BuildKit saw return (its own
+# debug line, logged after Setup), each with its veth. A namespace file
+# and a veth both appear while the ADD still runs; a stop then leaves
+# that namespace to BuildKit's next start, since buildkitd exits without
+# waiting for the pool's fill.
+pool_full() {
+	local id n=0
+	for id in $(nsfiles); do
+		grep -qF "finished setting up network namespace $id" "$W/buildkitd.log" && n=$((n + 1))
+	done
+	((n >= POOL)) && (($(veths_on "$MBRIDGE" | wc -l) >= POOL))
+}
 
 # kill_containers: the build containers of this run (after a SIGKILL of
 # buildkitd, and in the cleanup). BuildKit runs runc with its default
@@ -467,7 +487,7 @@ phase_churn() {
 	done
 	n=$(for i in $(seq 1 "$NBUILDS"); do addrs "churn-$BK_MODE-$i"; done | sort -u | wc -l)
 	log "churn: $((NBUILDS * 2)) RUN steps on $n distinct addresses of $MSUBNET; $(nsfiles | wc -l) namespaces held before the stop"
-	stop_bk TERM
+	stop_clean
 }
 
 # phase_pool: the pool filled (POOL namespaces, each attached), 2 builds
@@ -491,7 +511,7 @@ phase_pool() {
 		res_files | grep -q "/$a\$" || die "pool: a RUN step had $a, not a pool namespace's address"
 	done
 	log "pool: 4 RUN steps served from the pool's $POOL namespaces; stopping buildkitd (SIGTERM)"
-	stop_bk TERM
+	stop_clean
 }
 
 # crash_kill: NPAR builds whose first RUN step sleeps; once every one has
@@ -536,7 +556,7 @@ phase_crash() {
 	log "crash: the $(wc -w <<<"$CRASH_NS") old namespaces and their attachments are gone after the restart"
 	build "crash-$BK_MODE-after" || die "crash: a build after the restart failed"
 	check_build "crash-$BK_MODE-after"
-	stop_bk TERM
+	stop_clean
 }
 
 # heal_state id: "r c o" for one sandbox (1 = there): reservation (by
@@ -636,7 +656,7 @@ phase_heal() {
 	NOTE[$PHASE]+="; healed ${HEALED_IN}s after the fault cleared, no call"
 	# shellcheck disable=SC2086
 	masq_left heal $ids
-	stop_bk TERM
+	stop_clean
 }
 
 # phase_healpool: the pool's namespaces released by a clean stop while
@@ -649,7 +669,7 @@ phase_healpool() {
 	wait_for 30 "healpool: the pool filled" pool_full
 	t=$(date +%s.%N)
 	touch "$W/del.fault"
-	stop_bk TERM
+	stop_clean
 	ids=$(failed_dels "$t")
 	[[ -n $ids ]] || die "healpool: no DEL failed when the pool was drained"
 	[[ -z $(nsfiles) ]] || die "healpool: BuildKit left namespace files: $(nsfiles | tr '\n' ' ')"
@@ -663,7 +683,7 @@ phase_healpool() {
 	NOTE[$PHASE]+="; healed ${HEALED_IN}s after the restart, no call for them"
 	# shellcheck disable=SC2086
 	masq_left healpool $ids
-	stop_bk TERM
+	stop_clean
 }
 
 # phase_addfail: a build with --opt hostname=x (a new namespace, so an
@@ -698,12 +718,12 @@ phase_addfail() {
 		nsfiles | grep -qx "$id" || die "addfail: namespace files other than the pool's and $id: $(nsfiles | tr '\n' ' ')"
 		log "addfail: BuildKit left its namespace file $id mounted (removed before unmounting); a restart's cleanOldNamespaces releases it"
 		NOTE[$PHASE]+="; BuildKit's own netns file left mounted until its next start"
-		stop_bk TERM
+		stop_clean
 		start_bk "$BK_MODE"
 		ns_gone() { [[ ! -e $W/root/net/cni/$id ]]; }
 		wait_for 30 "addfail: the failed build's namespace file released after the restart" ns_gone
 	fi
-	stop_bk TERM
+	stop_clean
 }
 
 # phase_gc: what gc.patch (one Face.GC with no valid sandbox at provider
@@ -730,7 +750,7 @@ phase_gc() {
 	start_bk "$BK_MODE"
 	build "gc-$BK_MODE-unpatched" || die "gc: a build after the restart failed"
 	check_build "gc-$BK_MODE-unpatched"
-	stop_bk TERM
+	stop_clean
 	left=$(leftover_kinds)
 	NOTE[$PHASE]="unpatched restart left: $(kinds "$left")"
 	log "gc: the unpatched restart left: $(kinds "$left")"
@@ -753,7 +773,7 @@ phase_gc() {
 	foreign_kept "after the patched buildkitd's GC"
 	build "gc-$BK_MODE-patched" || die "gc: a build on the patched buildkitd failed"
 	check_build "gc-$BK_MODE-patched"
-	stop_bk TERM
+	stop_clean
 	foreign_kept "after the patched buildkitd's build and stop"
 	# shellcheck disable=SC2086 # one ID a word
 	masq_left gc $CRASH_NS
