@@ -171,28 +171,19 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 	return results, nil
 }
 
-// prepareSetup brings up lo in the pod's netns and records the
+// prepareSetup brings up lo in the pod's netns and then records the
 // attachments (see [store.recordSetup]): what must be done before any
-// plugin receives an ADD config. Neither touches what the other does, so
-// they run at the same time; when lo fails after the record was written,
-// the record is taken back (see [setupRecord.undo]), so that the setup
-// leaves nothing. It returns the record.
+// plugin receives an ADD config. It returns the record.
 func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry,
 ) ([]cache.Attachment, error) {
-	lo := make(chan error, 1)
-	go func() { lo <- m.opts.netns.LoopbackUp(ctx, pod.NetNS) }()
-	rec, rerr := m.store.recordSetup(ctx, pod, plans, old, log)
-	if err := <-lo; err != nil {
-		err = fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
-		if rerr == nil {
-			err = rec.undo(err)
-		}
-		return nil, err
+	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
+		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
-	if rerr != nil {
-		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, rerr)
+	order, err := m.store.recordSetup(ctx, pod, plans, old, log)
+	if err != nil {
+		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
 	}
-	return rec.next, nil
+	return order, nil
 }
 
 // failSetup rolls back a setup whose ADD of plans[failed] failed: DEL for

@@ -133,10 +133,9 @@ func procDir(dir string) bool {
 // setup it exists; at status it is the caller's, which may name a
 // namespace that is gone.
 type NetNSOps interface {
-	// LoopbackUp sets lo up in the netns. Setup calls it while it
+	// LoopbackUp sets lo up in the netns. Setup calls it before it
 	// records the attachment order, and no plugin receives an ADD config
-	// before it returned; an error fails the setup with nothing attached
-	// and the record taken back.
+	// before it returned; an error fails the setup with nothing attached.
 	LoopbackUp(ctx context.Context, netnsPath string) error
 	// LoopbackCheck returns an error unless lo is up in the netns.
 	// Status calls it before it reports any network.

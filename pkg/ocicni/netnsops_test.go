@@ -90,9 +90,9 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		assert.Len(t, ops.recorded(), 4)
 	})
 
-	// lo is brought up while the record is written: a failure takes the
-	// record back, and the link to the saved config with it; with an
-	// earlier record of the sandbox, that record and its link stay.
+	// A failure to bring up lo leaves no record and no link to a saved
+	// config; with an earlier record of the sandbox, that record and its
+	// link stay.
 	t.Run("LoopbackUp fails", func(t *testing.T) {
 		boom := errors.New("boom")
 		m, fx := newManager(&recordingNetNS{upErr: boom})

@@ -41,27 +41,18 @@ func (st *store) writeRecord(ctx context.Context, id string, old, next []cache.A
 	return nil
 }
 
-// setupRecord is what [store.recordSetup] wrote for a sandbox: the
-// record next that replaced old, and the config saves it made.
-type setupRecord struct {
-	st        *store
-	id        string
-	old, next []cache.Attachment
-	saves     []cache.ConfigSave
-}
-
 // recordSetup saves the config of every plan and writes the sandbox's
 // order record, both durably, before any ADD runs, so that whatever a
-// crash or a power loss interrupts can still be deleted. The record it
-// returns holds next (see [recordChange.added]), which replaces old, the
-// record as the setup's inventory read it under the sandbox's lock (nil
-// for none, or an unreadable one, which is replaced).
+// crash or a power loss interrupts can still be deleted. It returns the
+// record (see [recordChange.added]), which replaces old, the record as
+// the setup's inventory read it under the sandbox's lock (nil for none,
+// or an unreadable one, which is replaced).
 //
 // When a step fails (a full disk, an I/O error), it takes back what it
 // wrote before it returns (see [store.undoSetup]), so that a setup that
 // attached nothing leaves nothing, and what an earlier record of the
 // sandbox, or another sandbox's, still uses stays.
-func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) (*setupRecord, error) {
+func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) ([]cache.Attachment, error) {
 	added := make([]cache.Attachment, 0, len(plans))
 	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
@@ -77,15 +68,7 @@ func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 		replaced := errors.Is(err, cache.ErrNotDurable)
 		return nil, st.undoSetup(pod.ID, replaced, old, saves, fmt.Errorf("writing the attachment order record: %w", err))
 	}
-	return &setupRecord{st: st, id: pod.ID, old: old, next: next, saves: saves}, nil
-}
-
-// undo takes the record back when the setup fails before any plugin
-// received a config (lo could not be brought up): old is back in place,
-// and the links and copies the saves made are gone. It returns cause,
-// joined with the undo's failures.
-func (r *setupRecord) undo(cause error) error {
-	return r.st.undoSetup(r.id, true, r.old, r.saves, cause)
+	return next, nil
 }
 
 // undoSetup takes back what a failed [store.recordSetup] of sandbox id
@@ -94,8 +77,7 @@ func (r *setupRecord) undo(cause error) error {
 // [cache.ErrNotDurable]; an empty old, or an unreadable one, is gone, and
 // the new record goes), then the saved configs' links and copies that
 // saves made. When the old record cannot be put back, the links stay:
-// the record on disk names them; when it is, the healer learns what old
-// leaves pending again.
+// the record on disk names them.
 func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, saves []cache.ConfigSave, cause error) error {
 	if replaced {
 		var err error
@@ -107,7 +89,6 @@ func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, sav
 		if err != nil {
 			return errors.Join(cause, fmt.Errorf("putting the old attachment order record back: %w", err))
 		}
-		st.track(id, pendingHeal(old), trace.SpanContext{})
 	}
 	errs := []error{cause}
 	for _, s := range saves {
