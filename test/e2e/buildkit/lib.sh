@@ -259,11 +259,9 @@ wait_for() {
 	die "$what: not within ${secs}s"
 }
 
-# pool_full: POOL namespaces whose setup BuildKit saw return (its own
-# debug line, logged after Setup), each with its veth. A namespace file
-# and a veth both appear while the ADD still runs; a stop then leaves
-# that namespace to BuildKit's next start, since buildkitd exits without
-# waiting for the pool's fill.
+# pool_full: POOL namespaces whose setup BuildKit logged as returned (its
+# own debug line, after Setup), each with its veth: a namespace file and
+# a veth both appear while the ADD still runs (see stop_clean).
 pool_full() {
 	local id n=0
 	for id in $(nsfiles); do
