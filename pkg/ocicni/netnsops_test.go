@@ -70,14 +70,21 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		return env.manager(t, WithNetNSOps(ops))
 	}
 	ctx := context.Background()
-
-	t.Run("setup and status", func(t *testing.T) {
+	// attached sets pod id up through a manager whose NetNSOps records
+	// its calls.
+	attached := func(t *testing.T, id string) (*recordingNetNS, *Manager, *fakecni.Exec, PodNetwork) {
+		t.Helper()
 		ops := &recordingNetNS{}
 		m, fx := newManager(ops)
-		pod := PodNetwork{Name: "p", Namespace: "ns", ID: "ok", NetNS: nsPath}
+		pod := PodNetwork{Name: "p", Namespace: "ns", ID: id, NetNS: nsPath}
 		_, err := m.SetUpPodWithContext(ctx, pod)
 		require.NoError(t, err)
-		_, err = m.GetPodNetworkStatusWithContext(ctx, pod)
+		return ops, m, fx, pod
+	}
+
+	t.Run("setup and status", func(t *testing.T) {
+		ops, m, fx, pod := attached(t, "ok")
+		_, err := m.GetPodNetworkStatusWithContext(ctx, pod)
 		require.NoError(t, err, "status of the cached result")
 		require.NoError(t, cache.New(cacheDir).Remove("net", "ok", "eth0"))
 		_, err = m.GetPodNetworkStatusWithContext(ctx, pod)
@@ -108,11 +115,7 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 	})
 
 	t.Run("LoopbackUp fails with an earlier record", func(t *testing.T) {
-		ops := &recordingNetNS{}
-		m, fx := newManager(ops)
-		pod := PodNetwork{Name: "p", Namespace: "ns", ID: "again", NetNS: nsPath}
-		_, err := m.SetUpPodWithContext(ctx, pod)
-		require.NoError(t, err)
+		ops, m, fx, pod := attached(t, "again")
 		c := cache.New(cacheDir)
 		before, err := c.ReadOrder("again")
 		require.NoError(t, err)
