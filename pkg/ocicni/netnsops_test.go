@@ -122,7 +122,7 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		require.Len(t, before, 1)
 		savedBefore := savedConfigs(t, c)
 		// Without its cached result the attachment is not live: the next
-		// setup adds it again, over the record.
+		// setup would add it again and write the record anew.
 		require.NoError(t, c.Remove("net", "again", "eth0"))
 
 		boom := errors.New("boom")
@@ -132,7 +132,7 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 		assert.Len(t, fx.Calls(), 1, "only the first setup's ADD ran")
 		after, err := c.ReadOrder("again")
 		require.NoError(t, err)
-		assert.Equal(t, before, after, "the earlier record is back")
+		assert.Equal(t, before, after, "the earlier record stays as it was")
 		assert.Equal(t, savedBefore, savedConfigs(t, c), "the earlier record's saved config and link stay")
 	})
 }
