@@ -90,7 +90,7 @@ func (e *podEnv) pod(id, nsPath string) ocicni.PodNetwork {
 
 // pairTimes are one pod's setup and teardown through each side, and the
 // part of each side's cycle spent outside plugin processes.
-type pairTimes struct{ rawUp, rawDown, mgrUp, mgrDown, rawOwn, mgrOwn time.Duration }
+type pairTimes struct{ rawUp, rawDown, mgrUp, mgrDown, rawOwn, mgrOwn, rawUpPlugins, mgrUpPlugins time.Duration }
 
 func (e *podEnv) pair(b *testing.B, ctx context.Context, i int) pairTimes {
 	b.Helper()
@@ -106,6 +106,7 @@ func (e *podEnv) pair(b *testing.B, ctx context.Context, i int) pairTimes {
 		start := time.Now()
 		require.NoError(b, e.raw.setUp(ctx, rts))
 		t.rawUp = time.Since(start)
+		t.rawUpPlugins = e.rawPlugins.total() - plugins
 		start = time.Now()
 		require.NoError(b, e.raw.tearDown(ctx, rts))
 		t.rawDown = time.Since(start)
@@ -118,6 +119,7 @@ func (e *podEnv) pair(b *testing.B, ctx context.Context, i int) pairTimes {
 		_, err := e.m.SetUpPodWithContext(ctx, pod)
 		require.NoError(b, err)
 		t.mgrUp = time.Since(start)
+		t.mgrUpPlugins = e.mgrPlugins.total() - plugins
 		start = time.Now()
 		require.NoError(b, e.m.TearDownPodWithContext(ctx, pod))
 		t.mgrDown = time.Since(start)
@@ -157,9 +159,12 @@ func BenchmarkPodVsLibcni(b *testing.B) {
 		b.Run(fmt.Sprintf("networks=%d", networks), func(b *testing.B) {
 			e := newPodEnv(b, networks)
 			ctx := context.Background()
-			var raw, mgr, cycle, up, down, rawOwn, mgrOwn []float64
+			var raw, mgr, cycle, up, down, rawOwn, mgrOwn, rawUp, mgrUp, rawUpPlugins, mgrUpPlugins []float64
 			for i := 0; b.Loop(); i++ {
 				t := e.pair(b, ctx, i)
+				rawUp, mgrUp = append(rawUp, testenv.Millis(t.rawUp)), append(mgrUp, testenv.Millis(t.mgrUp))
+				rawUpPlugins = append(rawUpPlugins, testenv.Millis(t.rawUpPlugins))
+				mgrUpPlugins = append(mgrUpPlugins, testenv.Millis(t.mgrUpPlugins))
 				r, m := t.rawUp+t.rawDown, t.mgrUp+t.mgrDown
 				raw, mgr = append(raw, testenv.Millis(r)), append(mgr, testenv.Millis(m))
 				cycle = append(cycle, float64(m)/float64(r))
@@ -168,6 +173,12 @@ func BenchmarkPodVsLibcni(b *testing.B) {
 				rawOwn, mgrOwn = append(rawOwn, testenv.Millis(t.rawOwn)), append(mgrOwn, testenv.Millis(t.mgrOwn))
 			}
 			b.ReportMetric(testenv.Quantile(cycle, 0.5), "median-ratio")
+			// Setup alone, and the part of it that its plugin runs took
+			// (the manager's first run includes the wait for its config).
+			b.ReportMetric(testenv.Quantile(rawUp, 0.5), "libcni-setup-ms")
+			b.ReportMetric(testenv.Quantile(mgrUp, 0.5), "ocicni-setup-ms")
+			b.ReportMetric(testenv.Quantile(rawUpPlugins, 0.5), "libcni-setup-plugins-ms")
+			b.ReportMetric(testenv.Quantile(mgrUpPlugins, 0.5), "ocicni-setup-plugins-ms")
 			b.ReportMetric(testenv.Quantile(mgr, 0.95)/testenv.Quantile(raw, 0.95), "p95-ratio")
 			b.ReportMetric(testenv.Quantile(up, 0.5), "setup-ratio")
 			b.ReportMetric(testenv.Quantile(down, 0.5), "teardown-ratio")
