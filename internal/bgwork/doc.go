@@ -1,8 +1,9 @@
 // Package bgwork counts background work that a Shutdown waits for: the
-// manager's rollbacks and healing retries, the config loader's VERSION
-// calls and requested loads. Each runs in a goroutine of its own that
-// outlives the call that started it, and Shutdown returns only once
-// none is left.
+// manager's rollbacks and healing retries, the config loader's requested
+// loads. Each runs in a goroutine of its own that outlives the call that
+// started it, and Shutdown returns only once none is left. (The loader's
+// VERSION calls are not counted here: Shutdown cuts them short, and
+// waits for them only for a grace.)
 //
 // A [Tracker] is a sync.WaitGroup that allows new work while another
 // goroutine waits: the manager and the loader keep serving after

@@ -84,7 +84,15 @@ func (l *Loader) validate(s *scan, file string, list *libcni.NetworkConfigList) 
 		if b.err != nil {
 			return &ConfigError{File: file, Network: list.Name, Err: b.err}
 		}
-		if !l.versions.abandon(b.version) {
+		answered, cut := l.versions.abandon(b.version)
+		if cut {
+			return &ConfigError{
+				File: file, Network: list.Name,
+				Err: fmt.Errorf("%w: plugin %q (%s): %w; a later load asks it again",
+					ErrVersionPending, typ, b.path, errVersionCut),
+			}
+		}
+		if !answered {
 			return &ConfigError{
 				File: file, Network: list.Name,
 				Err: fmt.Errorf("%w: plugin %q (%s) has not answered within %v; the network loads when it does",

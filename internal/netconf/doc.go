@@ -69,12 +69,13 @@
 // no answer within [Config].VersionTimeout) are both remembered until it
 // changes. The calls of distinct binaries run concurrently, a few at a
 // time, each in a goroutine of its own under context.Background() bounded
-// by its timeout: no caller's context and not [Loader.Shutdown] cancels
-// one (Shutdown waits for them). A load waits for the answers for
-// [Config].VersionWait; a network whose plugins have not answered by then
-// is skipped with [ErrVersionPending], or keeps the network it had in the
-// last set, and the answer requests the load that brings it in. So one
-// hung plugin does not hold up the other networks.
+// by its timeout: no caller's context cancels one. [Loader.Shutdown] does:
+// it cuts the calls in flight short (see Lifecycle), and a call cut short
+// is forgotten rather than remembered as a failure. A load waits for the
+// answers for [Config].VersionWait; a network whose plugins have not
+// answered by then is skipped with [ErrVersionPending], or keeps the
+// network it had in the last set, and the answer requests the load that
+// brings it in. So one hung plugin does not hold up the other networks.
 //
 // # Publication
 //
@@ -120,9 +121,14 @@
 // # Lifecycle
 //
 // [New] puts the watches in place, runs the first load and starts the
-// watcher. [Loader.Shutdown] stops the watcher and waits for it, for the
-// requested loads and for the VERSION calls in flight; the loader keeps
-// serving afterwards, as one without a watcher. It may be called twice.
+// watcher. [Loader.Shutdown] stops the watcher and waits for it and for
+// the requested loads, which stop waiting for VERSION answers. It cancels
+// the VERSION calls in flight, so that the default executor kills their
+// plugins, and waits for them only for a short grace, not for their
+// timeout: a plugin that never answers does not hold it up. Their
+// networks stay pending (or keep the config they had), and a load after
+// Shutdown asks the binaries again. The loader keeps serving afterwards,
+// as one without a watcher. It may be called twice.
 //
 // # Locking
 //

@@ -23,13 +23,16 @@ func (l *Loader) Load(ctx context.Context) error {
 // parses the files, waits for the VERSION answers of their plugins
 // without it, and takes it again to publish; no lock is held while a
 // plugin runs. ctx bounds the waits only: VERSION calls run under no
-// caller's context (see versionCache).
+// caller's context (see versionCache). A load stops waiting for VERSION
+// answers when [Loader.Shutdown] cuts the calls short, and publishes
+// their networks as pending, as it does when it stops waiting on time.
 //
 // A provisional load is the watcher's leading load of a burst of events,
 // which may read a file that its writer has created but not yet written.
 // The new skips of files that it cannot read or parse stay unconfirmed
 // (see Set.unconfirmed); the watcher's trailing load confirms them.
 func (l *Loader) load(ctx context.Context, provisional bool) error {
+	cut := l.versions.cutsNow() // before scan gets the calls
 	s, err := l.scan(ctx)
 	if err != nil {
 		return err
@@ -41,7 +44,7 @@ func (l *Loader) load(ctx context.Context, provisional bool) error {
 			waitFor = append(waitFor, b.version)
 		}
 	}
-	if err := waitVersions(ctx, waitFor, l.wait); err != nil {
+	if err := waitVersions(ctx, waitFor, l.wait, cut); err != nil {
 		return err
 	}
 	if err := l.acquire(ctx); err != nil {

@@ -137,21 +137,31 @@ func New(cfg Config) (*Loader, error) {
 // Snapshot returns the set published last. It never waits.
 func (l *Loader) Snapshot() *Set { return l.current.Load() }
 
-// Shutdown stops the watcher and waits for it, for the requested loads
-// that are running or due (see [Loader.RequestLoad]) and for the VERSION
-// calls in flight, each bounded by its timeout. The loader keeps serving
-// afterwards, as one created without a watcher: [Loader.Load],
-// [Loader.RequestLoad] and [Loader.Lookup] still load. It is safe to call
-// more than once, also concurrently.
+// Shutdown stops the watcher and waits for it and for the requested loads
+// that are running or due (see [Loader.RequestLoad]). It cuts the VERSION
+// calls in flight short: it cancels their context, so that the default
+// executor kills their plugins' process groups, and waits for them at
+// most a short grace, not for their timeout: a call whose executor
+// ignores the cancellation runs on in the background. A call cut short is
+// forgotten, neither published nor remembered as a failure: its network
+// stays pending (or keeps the config it had), and a later load asks the
+// binary again. While Shutdown runs, loads start no VERSION call and stop
+// waiting for answers, and a [Loader.Lookup] stops waiting for one. The
+// loader keeps serving afterwards, as one created without a watcher:
+// [Loader.Load], [Loader.RequestLoad] and [Loader.Lookup] still load, and
+// ask plugins VERSION again. It is safe to call more than once, also
+// concurrently.
 func (l *Loader) Shutdown() {
 	l.stop.Do(func() {
 		if l.cancel != nil {
 			l.cancel()
 		}
 	})
+	calls := l.versions.cutShort()
+	defer l.versions.endCut()
 	l.wg.Wait()
 	l.reqs.active.Wait()
-	l.versions.wait()
+	waitCut(calls, versionCutGrace)
 }
 
 func (l *Loader) acquire(ctx context.Context) error {

@@ -2,6 +2,7 @@ package netconf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -10,7 +11,6 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 	"github.com/seed-671fdd43/ocicni/internal/guard"
 )
 
@@ -26,6 +26,11 @@ const (
 	DefaultVersionWait = time.Second
 	// maxVersionCalls bounds the VERSION calls that run at once.
 	maxVersionCalls = 4
+	// versionCutGrace bounds how long [Loader.Shutdown] waits for the
+	// VERSION calls it cut short to return. The default executor kills a
+	// plugin's process group as its context ends, so they return at once;
+	// one that ignores its context is not waited for beyond this.
+	versionCutGrace = 300 * time.Millisecond
 )
 
 // versionEntry is one VERSION call of a plugin binary: its answer or its
@@ -39,9 +44,12 @@ type versionEntry struct {
 	info version.PluginInfo
 	err  error
 
-	// abandoned is set when a load stopped waiting for the call, so that
-	// its completion requests a load; guarded by versionCache.mu.
+	// Guarded by versionCache.mu. abandoned is set when a load stopped
+	// waiting for the call, so that its completion requests a load. cut
+	// is set when [Loader.Shutdown] cut the call short: its answer, if
+	// any, is dropped, and it requests nothing.
 	abandoned bool
+	cut       bool
 }
 
 func (e *versionEntry) resolved() bool {
@@ -57,19 +65,32 @@ func (e *versionEntry) resolved() bool {
 // their failures per binary path and stamp (size, times, inode), so a
 // binary is asked again only once it changed. Each call runs in a
 // goroutine of its own under context.Background() bounded by the timeout:
-// neither a caller that gives up nor [Loader.Shutdown] cancels it (Shutdown
-// waits for it), so that a caller's deadline never makes a call fail for
-// everyone. At most maxVersionCalls run at once.
+// no caller that gives up cancels it, so that a caller's deadline never
+// makes a call fail for everyone. Only [Loader.Shutdown] does (see
+// versionCache.cutShort), and a call it cuts short is forgotten, not
+// remembered as a failure. At most maxVersionCalls run at once.
 type versionCache struct {
 	exec     invoke.Exec
 	timeout  time.Duration
 	slots    chan struct{} // one token per running call
 	onAnswer func()        // called when an abandoned call completes
 
-	mu      sync.Mutex // guards entries and every entry's abandoned; never held while a plugin runs
-	entries map[string]*versionEntry
-	running bgwork.Tracker // calls in flight
+	// mu guards the fields below and every entry's abandoned and cut;
+	// never held while a plugin runs.
+	mu       sync.Mutex
+	entries  map[string]*versionEntry
+	inflight map[*versionEntry]context.CancelCauseFunc // calls started and not yet resolved
+	// cutting counts the Shutdowns that are cutting calls short; while
+	// one is, get starts no call. cuts is closed while cutting > 0, and
+	// replaced by an open one when the last Shutdown is done.
+	cutting int
+	cuts    chan struct{}
 }
+
+// errVersionCut is the cause with which [Loader.Shutdown] cancels the
+// VERSION calls in flight. A call cut short is never resolved with a
+// failure that a load would use: validate reports its network as pending.
+var errVersionCut = errors.New("ocicni: plugin VERSION call cut short by shutdown")
 
 func newVersionCache(exec invoke.Exec, timeout time.Duration, onAnswer func()) *versionCache {
 	return &versionCache{
@@ -78,12 +99,15 @@ func newVersionCache(exec invoke.Exec, timeout time.Duration, onAnswer func()) *
 		slots:    make(chan struct{}, maxVersionCalls),
 		onAnswer: onAnswer,
 		entries:  make(map[string]*versionEntry),
+		inflight: make(map[*versionEntry]context.CancelCauseFunc),
+		cuts:     make(chan struct{}),
 	}
 }
 
 // get returns the VERSION call for the binary at path: the remembered one
 // while the binary is unchanged, otherwise a new one, started now. It
-// never blocks on the plugin.
+// never blocks on the plugin. While a Shutdown cuts calls short, a new
+// call is returned already cut, and no plugin runs.
 func (c *versionCache) get(path string) *versionEntry {
 	fi, statErr := os.Stat(path)
 	c.mu.Lock()
@@ -94,66 +118,142 @@ func (c *versionCache) get(path string) *versionEntry {
 		}
 	}
 	e := &versionEntry{path: path, done: make(chan struct{})}
+	if c.cutting > 0 {
+		e.cut, e.err = true, errVersionCut
+		close(e.done)
+		return e
+	}
 	if statErr == nil {
 		// A faked exec's paths may not exist: those are not remembered.
 		e.stamp = stampOf(fi)
 		c.entries[path] = e
 	}
-	c.running.Add()
-	go c.call(e)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.inflight[e] = cancel
+	go c.call(ctx, e)
 	return e
 }
 
-// call runs VERSION for e and resolves it.
-func (c *versionCache) call(e *versionEntry) {
-	defer c.running.Done()
-	c.slots <- struct{}{}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	info, err := guard.Value("libcni VERSION", "", func() (version.PluginInfo, error) {
-		return invoke.GetVersionInfo(ctx, e.path, c.exec)
-	})
-	cancel()
-	<-c.slots
+// call runs VERSION for e under ctx, which only a cut cancels, and
+// resolves it.
+func (c *versionCache) call(ctx context.Context, e *versionEntry) {
+	var info version.PluginInfo
+	var err error
+	select {
+	case c.slots <- struct{}{}:
+		tctx, cancel := context.WithTimeout(ctx, c.timeout)
+		info, err = guard.Value("libcni VERSION", "", func() (version.PluginInfo, error) {
+			return invoke.GetVersionInfo(tctx, e.path, c.exec)
+		})
+		cancel()
+		<-c.slots
+	case <-ctx.Done(): // cut short before its turn: no plugin ran
+		err = context.Cause(ctx)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrVersionFailed, err)
 	}
 
 	c.mu.Lock()
+	release := c.inflight[e]
+	delete(c.inflight, e)
+	release(nil) // frees the context; a cut has cancelled it already
 	e.info, e.err = info, err
 	close(e.done)
-	abandoned := e.abandoned
+	answered := e.abandoned && !e.cut
 	c.mu.Unlock()
-	if abandoned {
+	if answered {
 		c.onAnswer()
 	}
 }
 
 // abandon records that a load stopped waiting for e, and reports whether
-// e resolved after all (then its answer can be used right away).
-func (c *versionCache) abandon(e *versionEntry) bool {
+// e resolved after all (then its answer can be used right away), and, when
+// it did not, whether that is because [Loader.Shutdown] cut it short: a
+// call cut short has no answer to use, and none is coming.
+func (c *versionCache) abandon(e *versionEntry) (answered, cut bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.cut {
+		return false, true
+	}
 	if e.resolved() {
-		return true
+		return true, false
 	}
 	e.abandoned = true
-	return false
+	return false, false
 }
 
-// wait waits for the calls running now and for any that start meanwhile.
-// Calls are bounded by the timeout, so it returns once the exec gives up
-// on its plugin.
-func (c *versionCache) wait() { c.running.Wait() }
+// cutsNow returns a channel that is closed while a Shutdown cuts calls
+// short: at once if one is doing so now, else when the next one starts.
+// A load or a lookup takes it before it gets its calls, so that a cut of
+// any of them wakes it.
+func (c *versionCache) cutsNow() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cuts
+}
 
-// waitVersions waits until every entry is resolved, wait has passed, or
-// ctx is done; it returns ctx's error in the last case.
-func waitVersions(ctx context.Context, entries []*versionEntry, wait time.Duration) error {
+// cutShort cancels every call in flight (their plugins are killed through
+// the context), forgets them, so that a later load asks their binaries
+// again, and starts no call until endCut. It returns the calls it cut, for
+// waitCut.
+func (c *versionCache) cutShort() []*versionEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cutting == 0 {
+		close(c.cuts)
+	}
+	c.cutting++
+	cut := make([]*versionEntry, 0, len(c.inflight))
+	for e, cancel := range c.inflight {
+		e.cut = true
+		if c.entries[e.path] == e {
+			delete(c.entries, e.path)
+		}
+		cancel(errVersionCut)
+		cut = append(cut, e)
+	}
+	return cut
+}
+
+// endCut ends what cutShort began: calls start again.
+func (c *versionCache) endCut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cutting--
+	if c.cutting == 0 {
+		c.cuts = make(chan struct{})
+	}
+}
+
+// waitCut waits until the calls that cutShort returned have returned, or
+// grace has passed. A call whose executor ignores its context runs on
+// past it: its answer is dropped when it comes.
+func waitCut(calls []*versionEntry, grace time.Duration) {
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	for _, e := range calls {
+		select {
+		case <-e.done:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// waitVersions waits until every entry is resolved, wait has passed, cut
+// is closed (a Shutdown cut the calls short), or ctx is done; it returns
+// ctx's error in the last case.
+func waitVersions(ctx context.Context, entries []*versionEntry, wait time.Duration, cut <-chan struct{}) error {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for _, e := range entries {
 		select {
 		case <-e.done:
 		case <-timer.C:
+			return nil
+		case <-cut:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -59,9 +59,10 @@
 // The default network is the one named with [WithDefaultNetwork];
 // otherwise it is the first valid file's network, and it follows the
 // directory. [Manager.Shutdown] stops the watcher and the healing loop
-// and waits for them, for the reloads and plugin VERSION calls that are
-// running, for background rollbacks and for a heal retry in flight; it may
-// be called twice. As in cri-o/ocicni, every method keeps working
+// and waits for them, for the reloads that are running, for background
+// rollbacks and for a heal retry in flight; it kills the plugins of the
+// VERSION calls that are running rather than wait for them. It may be
+// called twice. As in cri-o/ocicni, every method keeps working
 // afterwards, as for a manager created [WithoutWatcher].
 //
 // A reload builds a new network set off to the side and swaps it in
@@ -72,8 +73,9 @@
 // path, size, times or inode changed: an answer and a failure (an error,
 // or no answer within 10s) are both remembered until then. The VERSION
 // calls of distinct binaries run concurrently, a few at a time, each
-// bounded by its own timeout and cancelled by no caller (nor by Shutdown,
-// which waits for them). A reload waits for them for about a second; a
+// bounded by its own timeout and cancelled by no caller; only Shutdown
+// cuts them short, and a call it cut short is asked again, not
+// remembered as a failure. A reload waits for them for about a second; a
 // network whose plugins have not answered by then is reported as skipped
 // with [ErrVersionPending] (or keeps the config it had) until the reload
 // after the answer, so one hung plugin does not hold the others up.

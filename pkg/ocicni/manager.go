@@ -177,14 +177,22 @@ func (m *Manager) Networks() []string { return m.snapshot().Names() }
 func (m *Manager) Skipped() []*ConfigError { return m.snapshot().Skipped() }
 
 // Shutdown stops the config watcher and the healing loop and waits for
-// them, for the reloads and plugin VERSION calls already running (each
-// bounded by its timeout), for background rollbacks (each bounded by
-// [WithRollbackTimeout]) and for the DEL retries in flight (each bounded
-// by [HealPolicy].Timeout). Retries not yet due stay recorded, and a
-// manager started later on the same cache dir resumes them. As in
-// cri-o/ocicni, the manager keeps serving every method afterwards, like a
-// manager created [WithoutWatcher]: a request for a network that is not
-// loaded reloads the conf dir. It is safe to call more than once.
+// them and for the reloads already running. It cuts the plugin VERSION
+// calls in flight short: their plugins are killed, and one that ignores
+// that is not waited for, so a plugin that never answers VERSION does not
+// hold Shutdown up, and it returns within a second. A network whose
+// VERSION call it cut short stays pending (see [ErrVersionPending]), and
+// its plugin is asked again by the next reload.
+//
+// That bound does not cover the work Shutdown still waits for, each piece
+// bounded by its own timeout only, since cutting it short would leave
+// what it removes half removed: background rollbacks (each bounded by
+// [WithRollbackTimeout]) and the DEL retries in flight (each bounded by
+// [HealPolicy].Timeout). Retries not yet due stay recorded, and a manager
+// started later on the same cache dir resumes them. As in cri-o/ocicni,
+// the manager keeps serving every method afterwards, like a manager
+// created [WithoutWatcher]: a request for a network that is not loaded
+// reloads the conf dir. It is safe to call more than once.
 func (m *Manager) Shutdown() error {
 	m.shutdown.Do(m.cancel)
 	m.conf.Shutdown()
