@@ -15,14 +15,17 @@ var gcCmd = &command{
 	synopsis: "[flags] (--valid CONTAINER-ID ... | --all)",
 	summary:  "delete every attachment no valid container owns (GC)",
 	help: `Runs the library's GC, as a runtime does after a restart: every attachment of a
-container that is not named with --valid gets DEL (with its cached config,
-so networks whose file is gone are collected too), including corrupt cache
-entries and attachments that only the attachment record remembers; then
+container that is not named with --valid gets DEL, if it is the library's:
+those the attachment record names (with their cached or saved config, so
+networks whose file is gone are collected too, and attachments that only
+the record remembers), and the cache entries, corrupt ones too, of the
+networks in the conf dir. Another runtime's cache entries in the same cache
+dir (no record, a network not in the conf dir) are left alone. Then
 networks at CNI 1.1.0 or later get the GC verb with the valid attachments.
 
 A valid container keeps the attachments it has in the cache and the record,
 and the default network on eth0. Listing no container would delete every
-attachment on the node, so that takes --all instead.
+attachment of the library's on the node, so that takes --all instead.
 
 Prints what GC did to each attachment of a non-valid container, in the
 order its DELs ran: its outcome (deleted, already-gone, retry-later, failed,

@@ -26,7 +26,8 @@
 //     collects what a SIGKILL left even when the namespace files are lost
 //     (test/e2e/buildkit/gc.patch and its README). GC acts only on the
 //     attachments of the loaded networks (the engine runs with
-//     [ocicni.WithGCScopedToLoadedNetworks]), as libcni's GCNetworkList
+//     [ocicni.WithGCScopedToLoadedNetworks], unless an option given with
+//     [WithEngineOptions] sets another scope), as libcni's GCNetworkList
 //     does, so on a host where other runtimes share the default cache
 //     dir their sandboxes on other networks keep everything; the
 //     attachments of networks no longer loaded wait for [Face.Remove].
@@ -72,7 +73,8 @@
 //     refuses to run before a successful Load.
 //   - [Face.GC] has no go-cni counterpart; it collects the loaded networks
 //     only, as libcni's GCNetworkList, unlike the engine's own GC, which
-//     by default collects every network in its cache dir.
+//     by default also collects the attachments that the engine's order
+//     records name of networks no longer loaded.
 //   - [WithLoNetwork] runs no plugin; results still list lo, with
 //     127.0.0.1/8 and ::1/128.
 //   - [WithCapabilityIPRanges] passes its ranges as one range set, as the

@@ -393,22 +393,31 @@
 // reachable with errors.As. [Manager.NetworkStatuses] reports every loaded
 // network.
 //
-// [Manager.GC] deletes every cached attachment that no valid pod owns, with
-// its cached config, so attachments of removed networks are collected too,
-// unless [WithGCScopedToLoadedNetworks] limits it, as libcni's
-// GCNetworkList, to the networks loaded (the others' files are then left as
-// they are); corrupt entries and attachments recorded at ADD but never
-// cached (a failed setup whose rollback failed, a crash during ADD) are
-// deleted with the loaded config inside the netns recorded at ADD. A corrupt
-// entry's file goes once its DEL succeeded; a recorded attachment without
-// any config is [Orphaned] and stays recorded for the next GC. It then sends
-// the GC verb, with the valid attachments (never a nil list, which libcni
-// reads as "delete everything"), to networks at 1.1.0 or later that do not
-// set disableGC. A valid pod's attachments are the union of the networks it
-// names, every cache entry and recorded attachment of its ID, and, when it
-// names none, the default network on eth0: listing more can only protect
-// more. [Manager.GCOutcomes] is GC that also returns the [Outcome] of every
-// stale attachment it acted on or could not act on.
+// [Manager.GC] deletes the attachments that no valid pod owns, of those
+// this library owns: every attachment its order records name, whatever
+// the network (one whose file is gone is deleted with the config saved at
+// ADD), and the other cache entries of the networks loaded. Other runtimes
+// may share the cache dir (the default one, /var/lib/cni): the entries
+// that no record names of networks not loaded are theirs, and GC leaves
+// them as they are and reports none of them. [WithGCAllNetworks] collects
+// those too, with their cached config, for a runtime that alone uses its
+// cache dir; [WithGCScopedToLoadedNetworks] limits GC, as libcni's
+// GCNetworkList, to the networks loaded, recorded or not. The records do
+// not tell one manager from another: managers of this library that share
+// a cache dir each collect the others' recorded attachments that their
+// valid pods do not name. Corrupt entries and attachments recorded at ADD
+// but never cached (a failed setup whose rollback failed, a crash during
+// ADD) are deleted with the loaded config inside the netns recorded at
+// ADD. A corrupt entry's file goes once its DEL succeeded; a recorded
+// attachment without any config is [Orphaned] and stays recorded for the
+// next GC. It then sends the GC verb, with the valid attachments (never
+// a nil list, which libcni reads as "delete everything"), to networks at
+// 1.1.0 or later that do not set disableGC. A valid pod's attachments are
+// the union of the networks it names, every cache entry and recorded
+// attachment of its ID, and, when it names none, the default network on
+// eth0: listing more can only protect more. [Manager.GCOutcomes] is GC
+// that also returns the [Outcome] of every stale attachment it acted on
+// or could not act on.
 //
 // GC does not stop pod operations while it runs (see "Locking"). It plans
 // without a lock, from one listing of the cache and one reading of the

@@ -18,10 +18,11 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// GC deletes every attachment that does not belong to a pod in validPods
-// (only those of loaded networks under [WithGCScopedToLoadedNetworks]),
-// then sends the GC verb with the valid attachments to every loaded network
-// at CNI 1.1.0 or later that does not set disableGC. It continues past
+// GC deletes every attachment in its scope that does not belong to a pod
+// in validPods (by default what this library owns; see
+// [WithGCScopedToLoadedNetworks] and [WithGCAllNetworks]), then sends the
+// GC verb with the valid attachments to every loaded network at CNI 1.1.0
+// or later that does not set disableGC. It continues past
 // every error and returns them joined. It is [Manager.GCOutcomes] without
 // the outcomes; the package doc's "Status and GC" says what it deletes and
 // what it keeps.
@@ -46,9 +47,9 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 // [Outcome.Failure] says so: GC applies no [TeardownPolicy], so none is
 // Tolerated. Left out are the attachments of valid pods, those a teardown
 // deleted after GC planned (the teardown reports them), and those of a
-// sandbox whose setup began while GC ran, and under
-// [WithGCScopedToLoadedNetworks] everything of networks not loaded: GC
-// did not act on them.
+// sandbox whose setup began while GC ran, and what is out of GC's scope
+// (another runtime's attachments by default; see the package doc,
+// "Status and GC"): GC did not act on them.
 //
 // The error joins every failure, each naming its network: those of the
 // failed outcomes, each a *[NetworkError], and those with no outcome (a

@@ -21,7 +21,9 @@ import (
 // corrupt and whose network and saved config are gone, a corrupt cache
 // file that names no container, and a valid pod. It checks the outcome
 // GCOutcomes returns for each stale attachment, in the order the DELs ran
-// per container, and that the error is the one GC returns.
+// per container, and that the error is the one GC returns. GC collects
+// every network (WithGCAllNetworks), so that the file that names no
+// container is reported too: by default GC leaves it alone.
 func TestGCOutcomes(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
@@ -45,7 +47,7 @@ func TestGCOutcomes(t *testing.T) {
 	junk := filepath.Join(e.cacheDir, "results", "junk")
 	require.NoError(t, os.WriteFile(junk, []byte("{"), 0o600))
 	e.dropSavedConfigs() // nothing left to delete the orphan with
-	m := e.restart()
+	m := e.restart(WithGCAllNetworks())
 
 	outcomes, err := m.GCOutcomes(e.ctx(), []*PodNetwork{&valid})
 

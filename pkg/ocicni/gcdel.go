@@ -84,9 +84,9 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
-	if rerr != nil && m.opts.gcLoadedOnly {
-		// It may name other networks' attachments: neither replaced nor removed.
-		clog.WithError(rerr).Warn("GC scoped to the loaded networks leaves an unreadable attachment order record as it is")
+	if rerr != nil && m.scopeKeepsUnreadableRecords() {
+		// It may name attachments GC cannot tell: neither replaced nor removed.
+		clog.WithError(rerr).Warn("GC leaves an unreadable attachment order record as it is")
 	} else {
 		m.store.pruneStaleRecord(ctx, sc.id, recorded, rerr, plans, outcomes, clog)
 	}

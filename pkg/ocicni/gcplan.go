@@ -66,19 +66,16 @@ func (v *validSet) addAll(id string, inv *inventory) {
 
 // planGC lists the cache once, reads the order records once, and plans
 // the DELs of every attachment that neither a valid pod nor a setup seen
-// by watch owns: for each other container, everything its inventory
-// holds (see [store.scanNode]), or only what is in scope under
-// [WithGCScopedToLoadedNetworks] (see [Manager.scopeStale]). It takes no
-// lock: what it reads may change before the DELs run, which recheck under
-// each container's lock.
+// by watch owns: for each other container, what of its inventory (see
+// [store.scanNode]) is in GC's scope (see [Manager.scopeStale]). It takes
+// no lock: what it reads may change before the DELs run, which recheck
+// under each container's lock.
 func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
 	n, errs := m.store.scanNode()
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {
 		m.sweepConfigs(n.recs, log)
-		if !m.opts.gcLoadedOnly { // their networks are not told without reading them
-			strays = strayIDs(n.recs)
-		}
+		strays = m.scopeStrays(n.recs)
 	}
 	g := &gcPlan{recs: n.recs, byID: n.byID}
 	var verrs []error
@@ -100,11 +97,12 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 			continue
 		}
 		inv := n.inventory(id, corrupt[id], set)
-		if !m.scopeStale(inv, set, log) {
-			continue // only other networks' attachments: not GC's
+		_, stray := slices.BinarySearch(strays, id)
+		if !m.scopeStale(inv, set, stray, log) {
+			continue // nothing in GC's scope: another runtime's, or a network not loaded
 		}
 		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
-		_, sc.strays = slices.BinarySearch(strays, id)
+		sc.strays = stray
 		logInventory(inv, log)
 		errs = append(errs, m.planStale(sc, inv, set, log)...)
 	}

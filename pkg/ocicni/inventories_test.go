@@ -49,11 +49,11 @@ type inventoryEnv struct {
 	fx *fakecni.Exec
 }
 
-func newInventoryEnv(t *testing.T) *inventoryEnv {
+func newInventoryEnv(t *testing.T, opts ...Option) *inventoryEnv {
 	t.Helper()
 	e := newFakeEnv(t)
 	writeConf(t, e.confDir, "20-net2.conflist", conflist("net2", "1.0.0", "fake"))
-	m, fx := e.manager(t, WithoutHealing())
+	m, fx := e.manager(t, append([]Option{WithoutHealing()}, opts...)...)
 	return &inventoryEnv{fakeEnv: e, m: m, fx: fx}
 }
 
@@ -251,9 +251,12 @@ func TestInventoryInvalidID(t *testing.T) {
 // names in the view as in GC: around the ID that another entry of the
 // container gives (net-ctr2-eth1, deleted with the loaded config; and
 // gone-ctr2-eth2, which no config can delete), and none at all when
-// nothing is known of its name (junk).
+// nothing is known of its name (junk). GC collects every network
+// (WithGCAllNetworks), so that it acts on each of them: by default it
+// leaves gone-ctr2-eth2 and junk alone, as no record or loaded network
+// makes them this library's.
 func TestCorruptNamesGuessedAsGCGuesses(t *testing.T) {
-	e := newInventoryEnv(t)
+	e := newInventoryEnv(t, WithGCAllNetworks())
 	e.setUp(t, "ctr2", "net2")
 	e.write(t, "results/net-ctr2-eth1", "{")
 	e.write(t, "results/gone-ctr2-eth2", "{")

@@ -64,9 +64,9 @@ type options struct {
 	policy          TeardownPolicy
 	rollbackTimeout time.Duration
 	debounce        time.Duration
-	delStopAtCode3  bool // libcni's list DEL only; see WithDELStopAtUnknownContainer
-	argsAsGiven     bool // see WithArgsAsGiven
-	gcLoadedOnly    bool // see WithGCScopedToLoadedNetworks
+	delStopAtCode3  bool    // libcni's list DEL only; see WithDELStopAtUnknownContainer
+	argsAsGiven     bool    // see WithArgsAsGiven
+	gcScope         gcScope // see WithGCScopedToLoadedNetworks and WithGCAllNetworks
 	pluginEnv       []string
 	pluginHook      PluginHook
 	gcWorkers       int
@@ -333,29 +333,46 @@ func WithArgsAsGiven() Option {
 
 // WithGCScopedToLoadedNetworks limits what [Manager.GC] deletes to the
 // attachments of the networks loaded when GC runs, as libcni's
-// GCNetworkList limits itself to one network's: a manager sharing its
-// cache dir with other runtimes (the default one, /var/lib/cni) then
-// leaves their sandboxes alone. Of a sandbox that no valid pod owns, GC
-// runs DEL only for the attachments of loaded networks: its cache
-// entries, its corrupt cache files whose names name a loaded network, and
-// the attachments only its order record names. Its record keeps the other
-// lines. Everything else is left as it is, and GC reports none of it as a
-// failure: the cache entries, corrupt files and record lines of other
-// networks, the corrupt files that name no network, an order record that
-// cannot be read, and the saved-config links of a sandbox without a
-// record (their network is not told without reading them). GC still
-// removes the saved configs that no record uses once they are old (see
-// the package doc, "Attachment order records"). The network is told by
-// name: a network of the same name that another runtime loads is in scope
-// too.
+// GCNetworkList limits itself to one network's. Of a sandbox that no
+// valid pod owns, GC runs DEL only for the attachments of loaded
+// networks: its cache entries, its corrupt cache files whose names name a
+// loaded network, and the attachments only its order record names. Its
+// record keeps the other lines. Everything else is left as it is, and GC
+// reports none of it as a failure: the cache entries, corrupt files and
+// record lines of other networks, the corrupt files that name no network,
+// an order record that cannot be read, and the saved-config links of a
+// sandbox without a record (their network is not told without reading
+// them). GC still removes the saved configs that no record uses once they
+// are old (see the package doc, "Attachment order records"). The network
+// is told by name: a network of the same name that another runtime loads
+// is in scope too.
 //
-// Without this option GC acts on every attachment in the cache dir, so
-// that the attachments of networks removed since are collected too, as
-// a runtime that owns its conf dir and cache dir wants. The go-cni face
-// (package gocni) uses it: its GC collects only the networks it loaded.
+// By default GC collects what this library owns (see the package doc,
+// "Status and GC"): this option also leaves the attachments that the
+// order records name of networks removed since. The go-cni face (package
+// gocni) uses it: its GC collects only the networks it loaded. Of this
+// option and [WithGCAllNetworks], the last one given wins, so that a
+// caller's option overrides one a face gives first.
 func WithGCScopedToLoadedNetworks() Option {
 	return func(o *options) error {
-		o.gcLoadedOnly = true
+		o.gcScope = gcLoaded
+		return nil
+	}
+}
+
+// WithGCAllNetworks makes [Manager.GC] collect every stale attachment in
+// the cache dir, whichever runtime made it, as the default did before:
+// besides what this library owns (see the package doc, "Status and GC"),
+// the cache entries of networks that are not loaded and that no order
+// record names, deleted with their cached config, and the corrupt cache
+// files that name no network, reported as failures. It suits a runtime
+// that alone uses its cache dir: on a cache dir that other runtimes share
+// (the default one, /var/lib/cni), GC deletes their sandboxes' attachments
+// too, with their addresses and IPAM reservations. Of this option and
+// [WithGCScopedToLoadedNetworks], the last one given wins.
+func WithGCAllNetworks() Option {
+	return func(o *options) error {
+		o.gcScope = gcAll
 		return nil
 	}
 }

@@ -112,8 +112,10 @@ func ExampleFakeExec_Fail() {
 	// DEL podnet eth0 pod1
 }
 
-// GC deletes a cache entry that no valid pod owns, with the config cached
-// at ADD, even though its network's config file is gone.
+// GC with ocicni.WithGCAllNetworks deletes a cache entry that no valid
+// pod owns, with the config cached at ADD, even though its network's
+// config file is gone and no order record names it. By default GC leaves
+// such an entry alone: it may be another runtime's.
 func ExampleWriteCacheEntry() {
 	env, cleanup := newExampleEnv()
 	defer cleanup()
@@ -127,7 +129,7 @@ func ExampleWriteCacheEntry() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := ocicni.New(env.Options()...)
+	m, err := ocicni.New(env.Options(ocicni.WithGCAllNetworks())...)
 	if err != nil {
 		panic(err)
 	}

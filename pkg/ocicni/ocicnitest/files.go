@@ -91,7 +91,9 @@ type CacheEntry struct {
 // AddNetworkList against a private [FakeExec], so no plugin runs and
 // nothing else is recorded. It returns the entry's path. Use it to
 // prepare a teardown from the cache or a GC of an attachment that no pod
-// owns any more, for example one whose network's config file is gone.
+// owns any more, for example one whose network's config file is gone. By
+// default GC collects such an entry only when [WriteOrder] records it or
+// its network is loaded (see ocicni.WithGCAllNetworks).
 func WriteCacheEntry(cacheDir string, e CacheEntry) (string, error) {
 	if e.IfName == "" {
 		e.IfName = "eth0"
