@@ -180,7 +180,7 @@ func newHealScaleEnv(b *testing.B, n int) *healScaleEnv {
 	}))
 	testenv.WriteFile(b, confDir, "10-healscale.conflist", failing)
 	// WithHealing after newQuietManager's WithoutHealing: the later wins.
-	e.m = newQuietManager(b, confDir, e.cacheDir, ocicni.WithHealing(ocicni.HealPolicy{}), ocicni.WithPluginHook(e.log.hook))
+	e.m = newQuietManager(b, confDir, e.cacheDir, ocicni.WithHealing(ocicni.HealPolicy{StartDelay: time.Millisecond}), ocicni.WithPluginHook(e.log.hook))
 	e.freeNS = testenv.NewNS(b)
 	e.pods = make([]ocicni.PodNetwork, n)
 	for i := range e.pods {

@@ -242,6 +242,23 @@ func (c *Cache) RemoveOrder(id string) error {
 	return nil
 }
 
+// HasOrder reports whether container id has an order record. It reads
+// nothing of the record: an unreadable one counts.
+func (c *Cache) HasOrder(id string) (bool, error) {
+	path, err := c.orderPath(id)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Lstat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, &EntryError{Path: path, ContainerID: id, Err: err}
+}
+
 // ListOrders returns, sorted, the container IDs that have an order record.
 // A missing directory yields (nil, nil). Temporary files of an interrupted
 // [Cache.WriteOrder], and retired records kept for reuse, are skipped.

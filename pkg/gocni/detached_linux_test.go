@@ -89,7 +89,7 @@ func TestRealFaceCreatedInDetachedNetNS(t *testing.T) {
 		var err error
 		c, err = cni.New(cni.WithPluginDir([]string{pluginDir}), cni.WithConfListBytes(d.conf),
 			cni.WithEngineOptions(ocicni.WithCacheDir(t.TempDir()),
-				ocicni.WithHealing(ocicni.HealPolicy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})))
+				ocicni.WithHealing(ocicni.HealPolicy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, StartDelay: time.Millisecond})))
 		return err
 	}))
 	t.Cleanup(func() { assert.NoError(t, c.(*cni.Face).Shutdown()) })

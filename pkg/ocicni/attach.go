@@ -57,7 +57,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) (_ []
 		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.List, rt: rt, policy: n.Policy})
 	}
 
-	lease, err := m.lease(ctx, pod.ID)
+	lease, err := m.lease(ctx, pod.ID, false)
 	if err != nil {
 		return nil, err
 	}

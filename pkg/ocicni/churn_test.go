@@ -55,7 +55,7 @@ const (
 
 // churnHeal retries failed DELs quickly, and kills a hung one well before
 // the test's own bounds (a slow DEL takes churnSlowDelMs).
-var churnHeal = HealPolicy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Timeout: 5 * time.Second}
+var churnHeal = HealPolicy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Timeout: 5 * time.Second, StartDelay: time.Millisecond}
 
 // churnPod is one pod's life, kept for the report.
 type churnPod struct {

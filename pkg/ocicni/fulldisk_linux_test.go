@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,12 +41,13 @@ func (e *fakeEnv) pod(id string) PodNetwork {
 }
 
 // cacheOwn drops from a tree of the cache dir what the cache keeps for
-// itself whoever its sandboxes are: its directories and the retired
-// records it reuses (see [cache.IsSpareFile]).
+// itself whoever its sandboxes are: its directories, the retired records
+// it reuses (see [cache.IsSpareFile]) and the node gate's lock files. A
+// sandbox's lock file stays in: it goes with the sandbox's record.
 func cacheOwn(tree map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for name, size := range tree {
-		if size >= 0 && !cache.IsSpareFile(path.Base(name)) {
+		if size >= 0 && !cache.IsSpareFile(path.Base(name)) && !slices.Contains(layoutFiles, name) {
 			out[name] = size
 		}
 	}
@@ -163,14 +165,21 @@ func fullDiskLevel(t *testing.T, free int64, before []string) string {
 
 // layoutDirs are the directories of the cache layout that the first setup
 // of a node makes, and that nothing removes: other sandboxes' setups,
-// which take no lock in common, may be about to write into them.
-var layoutDirs = []string{"ocicni", "ocicni/attachments", "ocicni/configs"}
+// which take no lock in common, may be about to write into them. The
+// node gate's two empty lock files stay with them.
+var (
+	layoutDirs  = []string{"ocicni", "ocicni/attachments", "ocicni/configs", "ocicni/locks"}
+	layoutFiles = []string{"ocicni/locks/.node", "ocicni/locks/.turn"}
+)
 
-// withLayout adds layoutDirs to tree.
+// withLayout adds layoutDirs and layoutFiles to tree.
 func withLayout(tree map[string]int64) map[string]int64 {
 	out := maps.Clone(tree)
 	for _, d := range layoutDirs {
 		out[d] = -1
+	}
+	for _, f := range layoutFiles {
+		out[f] = 0
 	}
 	return out
 }

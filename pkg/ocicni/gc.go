@@ -106,11 +106,13 @@ func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPl
 	if len(targets) == 0 {
 		return nil
 	}
-	if err := m.gate.Lock(ctx); err != nil {
-		return skippedVerbs(targets, fmt.Errorf("waiting for the pod operations in flight: %w", err))
+	unlock, err := m.lockNode(ctx)
+	if err != nil {
+		return skippedVerbs(targets, err)
 	}
-	defer m.gate.Unlock()
+	defer unlock()
 	m.protectSetups(g, watch, set)
+	m.protectOthersWork(g, watch, set)
 	return m.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
 }
 
@@ -163,6 +165,23 @@ func gcTargets(set *networkSet) []string {
 		}
 	}
 	return out
+}
+
+// protectOthersWork adds to the valid attachments everything of the
+// sandboxes that other engines worked on lately (see
+// [Manager.othersWorkedOn]): GC's valid pods may not know of them yet.
+// The caller holds the node gate exclusively, so no other engine's setup
+// is in flight.
+func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSet) {
+	recent, err := m.store.locks.Recent(watch.began.Add(-othersWorkGrace))
+	if err != nil {
+		m.log.WithError(err).Warn("GC cannot tell which sandboxes other engines worked on; it sends the GC verb without them")
+	}
+	for _, id := range slices.Sorted(maps.Keys(recent)) {
+		if m.othersWorkedOn(recent[id], watch) {
+			g.valid.addAll(id, m.store.takeInventory(id, nil, set, m.log.WithField("sandbox", id)))
+		}
+	}
 }
 
 // protectSetups adds to the valid attachments everything of the sandboxes

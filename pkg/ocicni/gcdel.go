@@ -2,11 +2,13 @@ package ocicni
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -54,18 +56,28 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 // setup of it began since GC opened watch: the runtime is creating it
 // again, and GC's plan is out of date. The attachments it leaves alone,
 // for that reason or because a teardown deleted them since GC planned,
-// get no outcome. When it cannot take the locks, each planned DEL gets a
-// RetryLater (or Failed) outcome with the reason.
+// get no outcome. So does a container that another engine or process
+// holds, or worked on lately (see [Manager.othersWorkedOn]). When it
+// cannot take the locks, each planned DEL gets a RetryLater (or Failed)
+// outcome with the reason.
 func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,
 ) ([]Outcome, []error) {
-	l, err := m.lease(ctx, sc.id)
+	clog := log.WithField("sandbox", sc.id)
+	l, err := m.lease(ctx, sc.id, true)
+	if errors.Is(err, locks.ErrBusy) {
+		clog.Info("GC leaves a sandbox alone: another engine is working on it")
+		return nil, nil
+	}
 	if err != nil {
 		return notAcquired(sc, err)
 	}
 	defer l.release()
-	clog := log.WithField("sandbox", sc.id)
-	if watch.touched(sc.id) {
+	switch {
+	case watch.touched(sc.id):
 		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")
+		return nil, nil
+	case m.othersWorkedOn(l.sandbox.file.Stamp(), watch):
+		clog.Info("GC leaves a sandbox alone: another engine worked on it while GC ran")
 		return nil, nil
 	}
 	recorded, rerr := m.store.readRecord(sc.id)

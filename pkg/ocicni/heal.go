@@ -38,6 +38,12 @@ type HealPolicy struct {
 	SetupConcurrency int
 	// Timeout bounds one retry of one sandbox (its DELs); 1 min by default.
 	Timeout time.Duration
+	// StartDelay is how long after a manager starts it begins its first
+	// retry; 10 s by default. A process that lives for one call (an OCI
+	// hook, a CLI command) so starts no retry that it could not finish
+	// before it exits: the retries stay recorded for a manager that lives
+	// longer. The retries that fall due earlier wait for it.
+	StartDelay time.Duration
 	// Disabled turns the background retries off (see [WithoutHealing]).
 	Disabled bool
 }
@@ -45,7 +51,7 @@ type HealPolicy struct {
 func defaultHealPolicy() HealPolicy {
 	return HealPolicy{
 		Initial: time.Second, Max: 5 * time.Minute, Horizon: 24 * time.Hour,
-		Concurrency: 2, SetupConcurrency: 1, Timeout: time.Minute,
+		Concurrency: 2, SetupConcurrency: 1, Timeout: time.Minute, StartDelay: 10 * time.Second,
 	}
 }
 
@@ -70,6 +76,9 @@ func (p HealPolicy) withDefaults() HealPolicy {
 	p.SetupConcurrency = min(p.SetupConcurrency, p.Concurrency)
 	if p.Timeout <= 0 {
 		p.Timeout = d.Timeout
+	}
+	if p.StartDelay <= 0 {
+		p.StartDelay = d.StartDelay
 	}
 	return p
 }
@@ -261,7 +270,8 @@ func (h *healer) ran(id string) {
 }
 
 // run schedules the retries that earlier managers recorded (resumed: by
-// sandbox, when its first is due), then runs retries as they fall due, at
+// sandbox, when its first is due), waits for the policy's StartDelay,
+// then runs retries as they fall due, at
 // most h.limit() at a time, until ctx ends. Retries in flight then finish
 // within their own timeout; Shutdown waits for them.
 func (h *healer) run(ctx context.Context, resumed map[string]healState) {
@@ -270,6 +280,13 @@ func (h *healer) run(ctx context.Context, resumed map[string]healState) {
 	}
 	if len(resumed) > 0 {
 		h.log.WithField("sandboxes", len(resumed)).Info("Resuming background DEL retries")
+	}
+	start := time.NewTimer(h.policy.StartDelay)
+	select {
+	case <-start.C:
+	case <-ctx.Done():
+		start.Stop()
+		return
 	}
 	finished := make(chan struct{}, h.policy.Concurrency) // one send per retry, never blocking
 	running := 0

@@ -21,7 +21,7 @@ import (
 
 // fastHeal retries within milliseconds, so that tests wait for events,
 // not for the production backoff.
-var fastHeal = HealPolicy{Initial: 20 * time.Millisecond, Max: 80 * time.Millisecond}
+var fastHeal = HealPolicy{Initial: 20 * time.Millisecond, Max: 80 * time.Millisecond, StartDelay: time.Millisecond}
 
 // healRuns collects the plugin runs the hook reports.
 type healRuns struct {
@@ -160,7 +160,7 @@ func TestHealBackoffBoundsRetries(t *testing.T) {
 	e := newITEnv(t)
 	e.failingDELNet("broken")
 	var runs healRuns
-	pol := HealPolicy{Initial: 20 * time.Millisecond, Max: 160 * time.Millisecond, Horizon: 1500 * time.Millisecond}
+	pol := HealPolicy{Initial: 20 * time.Millisecond, Max: 160 * time.Millisecond, Horizon: 1500 * time.Millisecond, StartDelay: time.Millisecond}
 	m := e.start(WithHealing(pol), WithPluginHook(runs.hook))
 	pod := e.pod("p")
 	e.setUp(pod)
@@ -271,7 +271,7 @@ func heldRetry(t *testing.T) (*itEnv, *Manager, PodNetwork, *testenv.Barrier, st
 	e.recordedBridge("flaky", map[string]any{"del": b.Behaviour(map[string]any{
 		"errorCode": 11, "errorMsg": "busy", "onlyIfExists": flag,
 	})})
-	m := e.start(WithHealing(HealPolicy{Initial: time.Hour})) // retries fall due only when the test says
+	m := e.start(WithHealing(HealPolicy{Initial: time.Hour, StartDelay: time.Millisecond})) // retries fall due only when the test says
 	pod := e.pod("p")
 	e.setUp(pod)
 	b.Release(t) // the runtime's own DEL passes the barrier, and fails
@@ -309,7 +309,7 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	flag := e.failingDELNet("flaky")
 	e.recordedBridge("other", nil)
 	var runs healRuns
-	m := e.start(WithHealing(HealPolicy{Initial: time.Hour}), WithPluginHook(runs.hook))
+	m := e.start(WithHealing(HealPolicy{Initial: time.Hour, StartDelay: time.Millisecond}), WithPluginHook(runs.hook))
 	pod := e.pod("p")
 	e.setUp(pod)
 	require.Error(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
@@ -431,7 +431,7 @@ func TestHealYieldsToSetups(t *testing.T) {
 	var h *healer
 	started := make(chan string, 3)
 	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
-	h = newHealer(HealPolicy{Concurrency: 2}.withDefaults(), logrus.NewEntry(logrus.New()),
+	h = newHealer(HealPolicy{Concurrency: 2, StartDelay: time.Millisecond}.withDefaults(), logrus.NewEntry(logrus.New()),
 		func(_ context.Context, id string, _ trace.SpanContext) {
 			started <- id
 			<-release[id]

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -22,6 +23,7 @@ import (
 // record leaves pending.
 type store struct {
 	cache *cache.Cache
+	locks *locks.Files // the sandboxes' and the node's lock files
 	heal  HealPolicy
 	track func(id string, st healState, link trace.SpanContext) // the healer's
 }
@@ -324,6 +326,13 @@ func (st *store) setupInventory(id string, entries []*cache.Entry, planned []cac
 	inv.include(recordAttachments(planned))
 	inv.include(asked)
 	return inv
+}
+
+// sandboxGone reports whether sandbox id has no order record, so that
+// its lock file guards nothing; when that cannot be told, it has one.
+func (st *store) sandboxGone(id string) bool {
+	has, err := st.cache.HasOrder(id)
+	return err == nil && !has
 }
 
 // hasCacheFiles reports whether any cache file of sandbox id is left,

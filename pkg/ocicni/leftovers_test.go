@@ -44,6 +44,10 @@ type leftovers struct {
 	// files of an interrupted write, but not the retired records a Cache
 	// keeps for reuse (cache.IsSpareFile).
 	OrderRecords []string
+	// LockFiles are sandboxes' lock files, which go with their sandbox's
+	// record. The node gate's two files (.node, .turn) stay for good and
+	// are left out.
+	LockFiles []string
 	// OtherCacheFiles are any other files under the cache dir.
 	OtherCacheFiles []string
 	// KeptConfigs are shared copies of saved configs that no record
@@ -63,8 +67,8 @@ type leftovers struct {
 
 // count is the number of leftover items.
 func (l *leftovers) count() int {
-	n := len(l.PluginState) + len(l.CacheEntries) + len(l.OrderRecords) + len(l.OtherCacheFiles) + len(l.Processes) +
-		len(l.NetnsHandles)
+	n := len(l.PluginState) + len(l.CacheEntries) + len(l.OrderRecords) + len(l.LockFiles) + len(l.OtherCacheFiles) +
+		len(l.Processes) + len(l.NetnsHandles)
 	for _, m := range []map[string][]string{l.Reservations, l.BridgePorts, l.NetnsLinks} {
 		for _, v := range m {
 			n += len(v)
@@ -95,6 +99,7 @@ func (l *leftovers) String() string {
 	}
 	add("cache entries", l.CacheEntries)
 	add("order records", l.OrderRecords)
+	add("sandbox lock files", l.LockFiles)
 	add("other cache files", l.OtherCacheFiles)
 	add("plugin processes", l.Processes)
 	add("netns handles", l.NetnsHandles)
@@ -105,7 +110,7 @@ func (l *leftovers) String() string {
 // reservation, a cache entry or an order record, as far as known.
 func (l *leftovers) owners(ids []string) []string {
 	var out []string
-	all := slices.Concat(l.CacheEntries, l.OrderRecords, l.OtherCacheFiles)
+	all := slices.Concat(l.CacheEntries, l.OrderRecords, l.LockFiles, l.OtherCacheFiles)
 	for _, v := range l.Reservations {
 		all = append(all, v...)
 	}
@@ -194,6 +199,7 @@ func (e *itEnv) scanCache(l *leftovers) {
 	results := filepath.Join(e.cacheDir, "results")
 	orders := filepath.Join(e.cacheDir, "ocicni", "attachments")
 	configs := filepath.Join(e.cacheDir, "ocicni", "configs")
+	lockDir := filepath.Join(e.cacheDir, "ocicni", "locks")
 	err := filepath.WalkDir(e.cacheDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -201,6 +207,10 @@ func (e *itEnv) scanCache(l *leftovers) {
 		switch filepath.Dir(path) {
 		case results:
 			l.CacheEntries = append(l.CacheEntries, d.Name())
+		case lockDir:
+			if !strings.HasPrefix(d.Name(), ".") {
+				l.LockFiles = append(l.LockFiles, d.Name())
+			}
 		case orders:
 			if !cache.IsSpareFile(d.Name()) { // kept for reuse, bounded: not a pod's
 				l.OrderRecords = append(l.OrderRecords, d.Name())

@@ -2,47 +2,158 @@ package ocicni
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/locks"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // defaultGatePatience lets pods in for a second before GC holds them
 // back, for at most a fifth of a second at a time (see locks.Gate).
 var defaultGatePatience = locks.Patience{Idle: time.Second, Hold: 200 * time.Millisecond}
 
-// lease takes the shared gate and the pod's lock, in the documented order.
-func (m *Manager) lease(ctx context.Context, id string) (*podLease, error) {
+// newLockFiles returns the lock files of the sandboxes and of the node,
+// under <cache dir>/ocicni/locks, that every engine on the cache dir
+// shares.
+func newLockFiles(c *cache.Cache) *locks.Files {
+	return locks.NewFiles(filepath.Join(c.Dir(), "ocicni", "locks"))
+}
+
+// lease takes, in the documented order, the shared gate, the node gate
+// shared (so that another engine's GC verbs wait for it), the pod's lock
+// and the sandbox's lock file (so that no engine or process on the node
+// runs an operation on the sandbox meanwhile). A GC DEL (try) does not
+// wait for another engine's hold of the sandbox: it gets
+// [locks.ErrBusy].
+func (m *Manager) lease(ctx context.Context, id string, try bool) (*podLease, error) {
 	if err := m.gate.RLock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
-	unlockPod, err := m.pods.Lock(ctx, id)
+	node, err := m.store.locks.RLockNode(ctx)
 	if err != nil {
 		m.gate.RUnlock()
+		return nil, fmt.Errorf("ocicni: waiting for another engine's GC: %w", err)
+	}
+	sb, err := m.store.lockSandbox(ctx, m.pods, id, try)
+	if err != nil {
+		node.Unlock(false)
+		m.gate.RUnlock()
+		return nil, err
+	}
+	return &podLease{gate: m.gate, node: node, sandbox: sb}, nil
+}
+
+// podLease is the shared gates and one pod's locks, held together. A
+// background rollback drops the gates early and keeps the pod's locks.
+type podLease struct {
+	gate     *locks.Gate
+	node     *locks.FileLock
+	gateOnce sync.Once
+	sandbox  *sandboxLock
+}
+
+// dropGate releases the gates, once.
+func (l *podLease) dropGate() {
+	l.gateOnce.Do(func() {
+		l.node.Unlock(false)
+		l.gate.RUnlock()
+	})
+}
+
+// release releases the pod's locks, then the gates if they are still
+// held.
+func (l *podLease) release() {
+	l.sandbox.release()
+	l.dropGate()
+}
+
+// sandboxLock is one sandbox's locks, held: its lock in the manager's
+// keyed locks and its lock file.
+type sandboxLock struct {
+	st     *store
+	id     string
+	file   *locks.FileLock
+	unlock func() // the keyed lock's
+}
+
+// lockSandbox takes sandbox id's lock in pods, then its lock file, which
+// holds across engines and processes. With try it returns an error
+// matching [locks.ErrBusy] at once when another engine holds the file.
+func (st *store) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, try bool) (*sandboxLock, error) {
+	unlock, err := pods.Lock(ctx, id)
+	if err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
 	}
-	return &podLease{gate: m.gate, unlockPod: unlockPod}, nil
+	var fl *locks.FileLock
+	if try {
+		fl, err = st.locks.TryLock(id)
+	} else {
+		fl, err = st.locks.Lock(ctx, id)
+	}
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("ocicni: waiting for pod %s in another engine: %w", id, err)
+	}
+	return &sandboxLock{st: st, id: id, file: fl, unlock: unlock}, nil
 }
 
-// podLease is the shared gate and one pod's lock, held together. A
-// background rollback drops the gate early and keeps the pod's lock.
-type podLease struct {
-	gate      *locks.Gate
-	gateOnce  sync.Once
-	unlockPod func()
+// release stamps the lock file with this engine, or removes it when the
+// sandbox has no order record left (see [store.sandboxGone]), then
+// releases both locks.
+func (l *sandboxLock) release() {
+	l.file.Unlock(l.st.sandboxGone(l.id))
+	l.unlock()
 }
 
-// dropGate releases the gate, once.
-func (l *podLease) dropGate() { l.gateOnce.Do(l.gate.RUnlock) }
+// othersWorkGrace is how long before a GC began another engine's work on
+// a sandbox still keeps GC off it: a runtime takes its valid pods some
+// time before it calls GC (ocicnitool gc --valid "$(crictl pods -q)"
+// first runs crictl), and a setup that another engine finished meanwhile
+// is missing from them.
+const othersWorkGrace = 10 * time.Second
 
-// release releases the pod's lock, then the gate if it is still held.
-func (l *podLease) release() {
-	l.unlockPod()
-	l.dropGate()
+// othersWorkedOn is GC's one test of whether another engine or process
+// that still runs worked on a sandbox while GC ran or shortly before, by
+// the stamp of the sandbox's lock file (see [locks.FileLock.Stamp]): GC
+// then leaves the sandbox alone, since its valid pods may be out of
+// date. This engine's own setups are in watch instead, and the work of an
+// engine that has ended (shut down, or its process gone, as before a
+// runtime's restart) keeps nothing.
+func (m *Manager) othersWorkedOn(s locks.Stamp, watch *setupWatch) bool {
+	return s.Owner != m.store.locks.Owner() && !s.At.Before(watch.began.Add(-othersWorkGrace)) && s.Live()
+}
+
+// lockNode takes the gate, then the node gate, exclusively, for GC's
+// node-wide phase, and returns their unlock. It holds this engine's pods
+// back for at most the gate's Patience.Hold at a time: when other engines'
+// pod operations keep the node gate, it lets go of both and tries again.
+func (m *Manager) lockNode(ctx context.Context) (func(), error) {
+	for {
+		if err := m.gate.Lock(ctx); err != nil {
+			return nil, fmt.Errorf("waiting for the pod operations in flight: %w", err)
+		}
+		node, err := m.store.locks.LockNode(ctx, m.opts.gatePatience.Hold)
+		if err == nil {
+			return func() { node.Unlock(false); m.gate.Unlock() }, nil
+		}
+		m.gate.Unlock()
+		if !errors.Is(err, locks.ErrBusy) {
+			return nil, fmt.Errorf("waiting for other engines' pod operations: %w", err)
+		}
+		pause := time.NewTimer(locks.NodePause)
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, fmt.Errorf("waiting for other engines' pod operations: %w", context.Cause(ctx))
+		}
+	}
 }
 
 // beginPodOp validates the pod's identity and takes its locks, for the
@@ -51,7 +162,7 @@ func (m *Manager) beginPodOp(ctx context.Context, pod *PodNetwork) (func(), *log
 	if err := checkPodArgs(pod); err != nil {
 		return nil, nil, err
 	}
-	l, err := m.lease(ctx, pod.ID)
+	l, err := m.lease(ctx, pod.ID, false)
 	if err != nil {
 		return nil, nil, err
 	}

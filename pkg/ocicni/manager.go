@@ -115,7 +115,7 @@ func New(opts ...Option) (*Manager, error) {
 	m.conf = conf
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.healer = newHealer(o.heal, m.log, m.retryDELs, func() bool { return m.setups.busy(defaultGCPace.window) })
-	m.store = &store{cache: m.cache, heal: o.heal, track: m.healer.track}
+	m.store = &store{cache: m.cache, locks: newLockFiles(m.cache), heal: o.heal, track: m.healer.track}
 	if err := tel.Observe(m.gauges()); err != nil {
 		m.conf.Shutdown()
 		return nil, fmt.Errorf("ocicni: registering the OpenTelemetry gauges: %w", err)
@@ -199,7 +199,8 @@ func (m *Manager) Shutdown() error {
 	m.wg.Wait()
 	m.rollbacks.Wait()
 	m.healer.active.Wait()
-	_ = m.cache.Close() // what follows lists the results dir
+	m.store.locks.Retire() // another engine's GC no longer waits for what this one did
+	_ = m.cache.Close()    // what follows lists the results dir
 	if err := m.tel.Close(); err != nil {
 		return fmt.Errorf("ocicni: unregistering the OpenTelemetry gauges: %w", err)
 	}

@@ -413,7 +413,7 @@ func WithPluginEnv(env ...string) Option {
 // durations or concurrency are refused.
 func WithHealing(p HealPolicy) Option {
 	return func(o *options) error {
-		if p.Initial < 0 || p.Max < 0 || p.Horizon < 0 || p.Timeout < 0 || p.Concurrency < 0 || p.SetupConcurrency < 0 {
+		if p.Initial < 0 || p.Max < 0 || p.Horizon < 0 || p.Timeout < 0 || p.StartDelay < 0 || p.Concurrency < 0 || p.SetupConcurrency < 0 {
 			return fmt.Errorf("%w: negative heal policy field in %+v", ErrInvalidArgument, p)
 		}
 		if p.Max > 0 && p.Initial > p.Max {

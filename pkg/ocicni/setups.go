@@ -26,8 +26,9 @@ type setupTracker struct {
 
 // setupWatch is one GC's view of the setups that overlapped it.
 type setupWatch struct {
-	t    *setupTracker
-	seen map[string][]NetAttachment // guarded by t.mu
+	t     *setupTracker
+	began time.Time                  // when the watch opened: another engine's work since then is the GC's to leave alone
+	seen  map[string][]NetAttachment // guarded by t.mu
 }
 
 func newSetupTracker() *setupTracker {
@@ -66,7 +67,7 @@ func (t *setupTracker) busy(window time.Duration) bool {
 func (t *setupTracker) watch() *setupWatch {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w := &setupWatch{t: t, seen: make(map[string][]NetAttachment, len(t.active))}
+	w := &setupWatch{t: t, began: time.Now(), seen: make(map[string][]NetAttachment, len(t.active))}
 	for id, atts := range t.active {
 		w.seen[id] = slices.Clone(atts)
 	}

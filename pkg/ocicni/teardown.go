@@ -269,11 +269,11 @@ func (m *Manager) retryDELs(ctx context.Context, id string, link trace.SpanConte
 // retryDELsLocked is retryDELs under the sandbox's lock: it returns the
 // outcomes of the DELs it ran, or why it could not run them.
 func (m *Manager) retryDELsLocked(ctx context.Context, id string) ([]Outcome, error) {
-	unlock, err := m.pods.Lock(ctx, id)
+	sb, err := m.store.lockSandbox(ctx, m.pods, id, false)
 	if err != nil {
 		return nil, err // shutting down: the record keeps the retry for the next manager
 	}
-	defer unlock()
+	defer sb.release()
 	log := m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
 	set := m.snapshot()
 	inv := m.store.takeInventory(id, nil, set, log)

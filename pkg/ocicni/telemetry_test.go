@@ -188,7 +188,7 @@ func TestTelemetryFailedTeardownAndHeal(t *testing.T) {
 	t.Parallel()
 	e := newTelEnv(t)
 	flag := e.failingDELNet("flaky")
-	m := e.start(WithHealing(HealPolicy{Initial: time.Hour})) // the retry falls due when the test says
+	m := e.start(WithHealing(HealPolicy{Initial: time.Hour, StartDelay: time.Millisecond})) // the retry falls due when the test says
 	pod := e.pod("p")
 	pod.Networks = []NetAttachment{{Name: "flaky"}}
 	e.setUp(pod)

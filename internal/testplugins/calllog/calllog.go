@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"time"
 )
 
@@ -136,6 +137,69 @@ func Filter(calls []Call, verb string) []Call {
 	for _, c := range calls {
 		if c.Verb == verb {
 			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Span is one plugin call from its start to its end.
+type Span struct {
+	Call
+	// End is when the call returned; zero when its end was not logged
+	// (the plugin was killed, or still runs).
+	End time.Time
+}
+
+// Spans pairs the calls of a start log with the ends of an end log (the
+// recorder's "endLogFile"): each start with the first end after it of
+// the same process, verb, container and interface. Starts come in their
+// order; one without an end gets a zero End.
+func Spans(starts, ends []Call) []Span {
+	type key struct {
+		pid              int
+		verb, id, ifname string
+	}
+	byKey := map[key][]time.Time{}
+	for _, e := range ends {
+		k := key{e.PID, e.Verb, e.ContainerID, e.IfName}
+		byKey[k] = append(byKey[k], e.Time)
+	}
+	for _, ts := range byKey {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	}
+	out := make([]Span, 0, len(starts))
+	for _, s := range starts {
+		k := key{s.PID, s.Verb, s.ContainerID, s.IfName}
+		sp := Span{Call: s}
+		for i, t := range byKey[k] {
+			if !t.Before(s.Time) {
+				sp.End = t
+				byKey[k] = append(byKey[k][:i:i], byKey[k][i+1:]...)
+				break
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// Overlaps returns the pairs of spans on one container (ContainerID, any
+// verb) that ran at once: the later one started before the earlier one
+// ended, or the earlier one has no end. Each pair is earlier first.
+func Overlaps(spans []Span) [][2]Span {
+	byID := map[string][]Span{}
+	for _, s := range spans {
+		byID[s.ContainerID] = append(byID[s.ContainerID], s)
+	}
+	var out [][2]Span
+	for _, ss := range byID {
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].Time.Before(ss[j].Time) })
+		for i := range ss {
+			for j := i + 1; j < len(ss); j++ {
+				if ss[i].End.IsZero() || ss[j].Time.Before(ss[i].End) {
+					out = append(out, [2]Span{ss[i], ss[j]})
+				}
+			}
 		}
 	}
 	return out

@@ -9,6 +9,7 @@
 //
 //	{
 //	  "logFile": "/abs/path/calls.jsonl",
+//	  "endLogFile": "/abs/path/ends.jsonl",
 //	  "add":    {Behaviour},
 //	  "del":    {Behaviour},
 //	  "check":  {Behaviour},
@@ -79,4 +80,11 @@
 // one calllog.Call line before acting, so failing calls are logged too.
 // VERSION is answered by skel and not logged. Tests read the log with
 // calllog.Read.
+//
+// When "endLogFile" is set, every call that logged its start appends one
+// more line to that file as it returns, with its verb, container,
+// interface, network, PID and the time it ended, whether it failed or
+// not; a plugin killed first logs no end. calllog.Spans pairs the two
+// logs, and calllog.Overlaps finds the calls on one container that ran
+// at once.
 package main

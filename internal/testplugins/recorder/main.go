@@ -37,6 +37,7 @@ type behaviour struct {
 type netConf struct {
 	types.PluginConf
 	LogFile string     `json:"logFile,omitempty"`
+	EndLog  string     `json:"endLogFile,omitempty"`
 	Add     *behaviour `json:"add,omitempty"`
 	Del     *behaviour `json:"del,omitempty"`
 	Check   *behaviour `json:"check,omitempty"`
@@ -70,6 +71,9 @@ func run(verb string, args *skel.CmdArgs) error {
 	}
 	if err := logCall(verb, conf, args); err != nil {
 		return types.NewError(types.ErrIOFailure, "recorder: write call log", err.Error())
+	}
+	if conf.EndLog != "" {
+		defer logEnd(verb, conf, args)
 	}
 
 	b := conf.behaviourFor(verb)
@@ -246,6 +250,18 @@ func logCall(verb string, conf *netConf, args *skel.CmdArgs) error {
 		OwnNetNS:    ownNetNS(),
 		TraceParent: os.Getenv("TRACEPARENT"),
 		Time:        time.Now(),
+	})
+}
+
+// logEnd appends the end of the call to the end log: the call's verb,
+// container, interface, network and PID, at the time it ends. A plugin
+// killed before it ends logs none.
+func logEnd(verb string, conf *netConf, args *skel.CmdArgs) {
+	// An end that cannot be logged reads as a call that never ended,
+	// which a test takes as overlapping every later one: it fails.
+	_ = calllog.Append(conf.EndLog, calllog.Call{
+		Verb: verb, ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name,
+		PID: os.Getpid(), Time: time.Now(),
 	})
 }
 

@@ -300,3 +300,31 @@ func TestBarrierWaitIsBounded(t *testing.T) {
 	require.Error(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, c, &invoke.Args{Command: "GC", Path: "/opt/cni/bin"}, nil))
 	assert.Less(t, time.Since(start), 30*time.Second)
 }
+
+// With endLogFile, each call logs its end too, failed or not, and
+// calllog.Spans pairs it with its start.
+func TestEndLog(t *testing.T) {
+	dir := t.TempDir()
+	logFile, endFile := filepath.Join(dir, "calls.jsonl"), filepath.Join(dir, "ends.jsonl")
+	ctx := context.Background()
+	c := conf(t, "1.1.0", logFile, map[string]any{
+		"endLogFile": endFile, "del": map[string]any{"sleepMs": 50, "errorCode": 11},
+	})
+	_, err := invoke.ExecPluginWithResult(ctx, pluginPath, c, args("ADD"), nil)
+	require.NoError(t, err)
+	require.Error(t, invoke.ExecPluginWithoutResult(ctx, pluginPath, c, args("DEL"), nil))
+
+	starts, err := calllog.Read(logFile)
+	require.NoError(t, err)
+	ends, err := calllog.Read(endFile)
+	require.NoError(t, err)
+	require.Len(t, ends, 2, "one end per call, the failed DEL's included")
+	spans := calllog.Spans(starts, ends)
+	require.Len(t, spans, 2)
+	for _, s := range spans {
+		assert.False(t, s.End.IsZero(), "%s has an end", s.Verb)
+		assert.False(t, s.End.Before(s.Time), "%s ends after it starts", s.Verb)
+	}
+	assert.GreaterOrEqual(t, spans[1].End.Sub(spans[1].Time), 50*time.Millisecond, "the DEL's span covers its sleep")
+	assert.Empty(t, calllog.Overlaps(spans), "one call after the other")
+}

@@ -1,0 +1,349 @@
+package locks
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrBusy is what [Files.TryLock] returns when another holder, in this
+// process or another, holds the key's lock.
+var ErrBusy = errors.New("locks: held by another holder")
+
+// Names of the node gate's two files in a [Files] directory. A key never
+// starts with a dot (container IDs start with a letter or a digit), so
+// they never meet a key's file.
+const (
+	nodeFile = ".node" // held shared by pod operations, exclusively by a writer
+	turnFile = ".turn" // the turnstile a waiting writer closes to new readers
+)
+
+// stampLen is the fixed length of a release stamp: the owner, a space,
+// the release time in Unix nanoseconds, padded with spaces, a newline.
+const stampLen = 64
+
+// Files is a directory of lock files that every process on the node
+// opens, so that its locks hold across processes and across the holders
+// of one process alike (see the package doc, "File locks"). The zero
+// value is not usable: see [NewFiles].
+type Files struct {
+	dir   string
+	owner string
+}
+
+// NewFiles returns the lock files under dir, made on first use. Its
+// releases are stamped with a new owner, which names this process and is
+// live until [Files.Retire].
+func NewFiles(dir string) *Files {
+	var tag [6]byte
+	_, _ = rand.Read(tag[:]) // never fails (crypto/rand's doc)
+	fl := &Files{dir: dir, owner: fmt.Sprintf("%d-%x", os.Getpid(), tag)}
+	liveOwners.Store(fl.owner, struct{}{})
+	return fl
+}
+
+// liveOwners holds the owners of this process that are not retired.
+var liveOwners sync.Map
+
+// Retire ends the owner's life: the stamps it left no longer count as a
+// live holder's (see [Stamp.Live]). Its locks keep working.
+func (fl *Files) Retire() { liveOwners.Delete(fl.owner) }
+
+// Live reports whether the owner that stamped s may still be at work: its
+// process runs and, when it is this process, it has not retired. The
+// zero Stamp is not live.
+func (s Stamp) Live() bool {
+	pidStr, _, ok := strings.Cut(s.Owner, "-")
+	pid, err := strconv.Atoi(pidStr)
+	switch {
+	case !ok || err != nil || pid <= 0:
+		return false
+	case pid == os.Getpid():
+		_, live := liveOwners.Load(s.Owner)
+		return live
+	}
+	return processAlive(pid)
+}
+
+// Dir returns the directory of the lock files.
+func (fl *Files) Dir() string { return fl.dir }
+
+// Owner returns the owner that this holder's releases stamp.
+func (fl *Files) Owner() string { return fl.owner }
+
+// FileLock is one held lock of a [Files]: a key's (exclusive) or the
+// node gate's (shared or exclusive).
+type FileLock struct {
+	f    *os.File
+	path string
+	fl   *Files
+}
+
+// Stamp is who last released a key's lock, and when.
+type Stamp struct {
+	Owner string
+	At    time.Time
+}
+
+// Lock takes key's lock exclusively, waiting while another holder has
+// it. It returns ctx's error, holding nothing, when ctx ends first.
+func (fl *Files) Lock(ctx context.Context, key string) (*FileLock, error) {
+	return fl.lockKey(ctx, key, true)
+}
+
+// TryLock takes key's lock exclusively if nobody holds it, and returns
+// [ErrBusy] otherwise.
+func (fl *Files) TryLock(key string) (*FileLock, error) {
+	return fl.lockKey(context.Background(), key, false)
+}
+
+// lockKey takes key's lock. A key's file is removed by a holder (see
+// [FileLock.Unlock]); a waiter that was handed the lock of a file
+// removed since it opened it opens the file again.
+func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock, error) {
+	if key == "" || strings.HasPrefix(key, ".") || strings.ContainsRune(key, os.PathSeparator) {
+		return nil, fmt.Errorf("locks: bad key %q", key)
+	}
+	path := filepath.Join(fl.dir, key)
+	for {
+		f, err := fl.open(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := flockWait(ctx, f, lockExclusive, wait); err != nil {
+			_ = f.Close() // releases nothing: the lock was not taken
+			return nil, err
+		}
+		if same, err := stillAt(f, path); err != nil || same {
+			if err != nil {
+				_ = f.Close()
+				return nil, fmt.Errorf("locks: %w", err)
+			}
+			return &FileLock{f: f, path: path, fl: fl}, nil
+		}
+		_ = f.Close() // a removed file's lock guards nothing
+	}
+}
+
+// RLockNode takes the node gate shared, as every pod operation does. It
+// waits while a writer holds the gate or holds new readers back (see
+// [Files.LockNode]), and returns ctx's error, holding nothing, when ctx
+// ends first.
+func (fl *Files) RLockNode(ctx context.Context) (*FileLock, error) {
+	turn, err := fl.open(filepath.Join(fl.dir, turnFile))
+	if err != nil {
+		return nil, err
+	}
+	defer turn.Close() // closing it releases the turnstile
+	if err := flockWait(ctx, turn, lockShared, true); err != nil {
+		return nil, err
+	}
+	return fl.lockNode(ctx, lockShared, true)
+}
+
+// LockNode takes the node gate exclusively when no reader holds it;
+// otherwise it closes the turnstile to new readers and waits at most
+// hold for the readers in flight to leave. It returns [ErrBusy] when they
+// do not, having opened the turnstile again, and ctx's error when ctx
+// ends first; either way it holds nothing. A caller that keeps trying
+// pauses between tries, so that the readers held back get in (see
+// [NodePause]).
+func (fl *Files) LockNode(ctx context.Context, hold time.Duration) (*FileLock, error) {
+	if l, err := fl.lockNode(ctx, lockExclusive, false); err == nil || !errors.Is(err, ErrBusy) {
+		return l, err
+	}
+	return fl.lockNodeHolding(ctx, hold)
+}
+
+// NodePause is how long a caller of [Files.LockNode] that got ErrBusy
+// waits before it tries again: long enough for the readers it held back,
+// which poll, to get in.
+const NodePause = 3 * pollMost
+
+// lockNodeHolding closes the turnstile and waits at most d for the
+// readers in flight to leave.
+func (fl *Files) lockNodeHolding(ctx context.Context, d time.Duration) (*FileLock, error) {
+	turn, err := fl.open(filepath.Join(fl.dir, turnFile))
+	if err != nil {
+		return nil, err
+	}
+	defer turn.Close() // opens the turnstile again
+	if err := flockWait(ctx, turn, lockExclusive, true); err != nil {
+		return nil, err
+	}
+	return fl.lockNodeWithin(ctx, d)
+}
+
+// lockNodeWithin waits at most d for the node gate exclusively, and
+// returns ErrBusy when d passes first.
+func (fl *Files) lockNodeWithin(ctx context.Context, d time.Duration) (*FileLock, error) {
+	wctx, cancel := context.WithTimeoutCause(ctx, d, ErrBusy)
+	defer cancel()
+	l, err := fl.lockNode(wctx, lockExclusive, true)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrBusy) {
+		return nil, ErrBusy
+	}
+	return l, err
+}
+
+func (fl *Files) lockNode(ctx context.Context, how int, wait bool) (*FileLock, error) {
+	path := filepath.Join(fl.dir, nodeFile)
+	f, err := fl.open(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := flockWait(ctx, f, how, wait); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &FileLock{f: f, path: path, fl: fl}, nil
+}
+
+// open opens path for locking, making the directory first when it is
+// missing.
+func (fl *Files) open(path string) (*os.File, error) {
+	f, err := openLockFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(fl.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("locks: %w", err)
+		}
+		f, err = openLockFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locks: %w", err)
+	}
+	return f, nil
+}
+
+// A waiter polls for a lock, first after pollFirst and then at doubling
+// intervals up to pollMost.
+const pollFirst, pollMost = 500 * time.Microsecond, 20 * time.Millisecond
+
+// flockWait takes f's lock the way how says; when another holder has it,
+// it waits, polling, until it gets it or ctx ends, or returns ErrBusy at
+// once when wait is false.
+func flockWait(ctx context.Context, f *os.File, how int, wait bool) error {
+	pause := pollFirst
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		ok, err := tryFlock(f, how)
+		switch {
+		case err != nil:
+			return fmt.Errorf("locks: locking %s: %w", f.Name(), err)
+		case ok:
+			return nil
+		case !wait:
+			return ErrBusy
+		}
+		if timer == nil {
+			timer = time.NewTimer(pause)
+		} else {
+			timer.Reset(pause)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		pause = min(2*pause, pollMost)
+	}
+}
+
+// Stamp returns who last released the key's lock and when: the zero
+// Stamp when no holder has stamped it (or its stamp cannot be read).
+func (l *FileLock) Stamp() Stamp { return readStamp(l.f) }
+
+// Unlock releases the lock. A key's lock is stamped with its owner and
+// the time first, unless remove is set: then its file is removed, which a
+// holder does once the key guards nothing any more. Unlock must be called
+// exactly once.
+func (l *FileLock) Unlock(remove bool) {
+	if remove {
+		_ = os.Remove(l.path) // a file left guards nothing; the next holder removes it
+	} else if filepath.Base(l.path) != nodeFile {
+		writeStamp(l.f, l.fl.owner, time.Now())
+	}
+	_ = l.f.Close() // releases the lock
+}
+
+// Recent returns the keys whose lock file changed at since or later:
+// held, or released since then. Each comes with its stamp, or the zero
+// Stamp when it has none (its first holder holds it now). A file that
+// goes while Recent reads the directory is left out.
+func (fl *Files) Recent(since time.Time) (map[string]Stamp, error) {
+	ents, err := os.ReadDir(fl.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locks: %w", err)
+	}
+	out := make(map[string]Stamp)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || info.ModTime().Before(since) {
+			continue // gone, or not changed since
+		}
+		f, err := os.Open(filepath.Join(fl.dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		out[e.Name()] = readStamp(f)
+		_ = f.Close()
+	}
+	return out, nil
+}
+
+func writeStamp(f *os.File, owner string, at time.Time) {
+	line := owner + " " + strconv.FormatInt(at.UnixNano(), 10)
+	buf := []byte(fmt.Sprintf("%-*s\n", stampLen-1, line))
+	// A stamp that cannot be written leaves the last one: readers then
+	// take the key as released earlier, which only a GC reads.
+	_, _ = f.WriteAt(buf[:stampLen], 0)
+}
+
+func readStamp(f *os.File) Stamp {
+	buf := make([]byte, stampLen)
+	n, _ := f.ReadAt(buf, 0)
+	owner, at, ok := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+	if !ok {
+		return Stamp{}
+	}
+	ns, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return Stamp{}
+	}
+	return Stamp{Owner: owner, At: time.Unix(0, ns)}
+}
+
+// stillAt reports whether path still names the file f has open.
+func stillAt(f *os.File, path string) (bool, error) {
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	now, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(held, now), nil
+}

@@ -1,0 +1,46 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package locks
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+const (
+	lockShared    = syscall.LOCK_SH
+	lockExclusive = syscall.LOCK_EX
+)
+
+// openLockFile opens (and makes) a lock file, never through a symlink.
+func openLockFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+}
+
+// tryFlock takes f's flock(2) lock without waiting; false when another
+// open file description holds it. flock locks belong to the open file,
+// so two holders in one process exclude each other as two processes do,
+// and a process that dies releases its locks with its files.
+func tryFlock(f *os.File, how int) (bool, error) {
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return false, nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		default:
+			return false, err
+		}
+	}
+}
+
+// processAlive reports whether process pid runs (or cannot be told not
+// to: a process of another user answers EPERM).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
