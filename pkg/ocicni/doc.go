@@ -82,25 +82,38 @@
 //
 // # Locking
 //
-// Operations on one sandbox (keyed by its ID) are serialized; operations on
-// different sandboxes run concurrently. This section is the one full
-// statement of the manager's lock order.
+// On one node, at most one CNI operation per sandbox runs at a time,
+// whichever engine or process runs it: every manager on the same cache
+// dir, in this process or another (a go-cni face, a hook process,
+// ocicnitool, a runtime's old and new process during an upgrade), takes
+// the same locks. Operations on different sandboxes run concurrently.
+// This section is the one full statement of the lock order.
 //
-// The lock order is: the GC gate, then the sandbox's lock.
-//   - A pod operation takes the gate shared, then its sandbox's lock. A
-//     background rollback (see "Setup") drops the gate and keeps only the
-//     sandbox's lock; a heal retry (see "Healing") takes only the
-//     sandbox's lock. So no node-wide lock is held while their plugins run.
+// A sandbox has two locks: a mutex in the manager, the fast path, then a
+// lock file, <cache dir>/ocicni/locks/<sandbox ID>, locked with flock(2),
+// which the kernel releases when its holder's process dies. The file
+// goes with the sandbox's order record. The GC gate has two halves too:
+// the manager's gate, then the node gate, the lock file .node beside
+// them, which GC's verb phase holds exclusively in whatever engine runs
+// it.
+//
+// The lock order is: the gate, the node gate, the sandbox's mutex, the
+// sandbox's lock file.
+//   - A pod operation takes both gates shared, then its sandbox's locks. A
+//     background rollback (see "Setup") drops the gates and keeps only the
+//     sandbox's locks; a heal retry (see "Healing") takes only the
+//     sandbox's locks. So no node-wide lock is held while their plugins run.
 //   - [Manager.GC] plans without any lock. For each stale sandbox, a DEL
-//     worker takes the gate shared and then that sandbox's lock, exactly
-//     like a pod operation, and holds no other lock; a worker that gives
-//     way to setups waits for its turn before taking them, and rests after
-//     releasing them. GC holds the gate exclusively, and no sandbox lock,
-//     only while it sends the GC verbs (at most 10 s).
-//   - Nothing waits for the gate exclusively while holding it shared or
+//     worker takes the gates shared and then that sandbox's locks, like a
+//     pod operation, except that it does not wait for a lock file that
+//     another engine holds: it leaves that sandbox alone. A worker that
+//     gives way to setups waits for its turn before taking them, and rests
+//     after releasing them. GC holds both gates exclusively, and no
+//     sandbox lock, only while it sends the GC verbs (at most 10 s).
+//   - Nothing waits for a gate exclusively while holding it shared or
 //     holding a sandbox's lock, so GC and pod operations cannot deadlock.
 //   - A setup or teardown waits for its admission (see "Admission") only
-//     once it holds its sandbox's lock, and its slot waits for nothing.
+//     once it holds its sandbox's locks, and its slot waits for nothing.
 //   - The manager's other locks (the tracker of setups in flight, the
 //     healer's schedule, the admission queues) are leaves: taken under
 //     any of these, never held while waiting for anything.
@@ -111,7 +124,9 @@
 // takes it when no operation is in flight; on a node that has no such
 // moment within a second, it holds new operations back for at most 200 ms
 // at a time while those in flight finish, so a new operation waits at most
-// that long for a GC waiting for the gate. If GC's context ends first, it
+// that long for a GC waiting for the gate. The node gate is held back the
+// same way, 200 ms at a time: when other engines' operations do not
+// finish by then, GC lets its own and theirs in and tries again. If GC's context ends first, it
 // skips the verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The
 // network set is an atomic pointer, so neither [Manager.Status] nor a new
 // pod ever waits for a reload or for another pod's plugins, and no lock
@@ -321,7 +336,12 @@
 // the setups beside it), until the horizon (see [HealPolicy] and
 // [WithHealing]). The retry state lives in the
 // order record, so a later manager on the same cache dir resumes it, and
-// [Manager.PendingTeardowns] lists it. A setup of the same sandbox ID
+// [Manager.PendingTeardowns] lists it. A retry reads the record again
+// under the sandbox's locks, so managers that resume the same retries
+// run each due DEL once. A manager runs no retry in its first
+// [HealPolicy].StartDelay, so a process that lives for one call (an OCI
+// hook, a CLI command) cuts none off as it exits; its retries stay
+// recorded for a manager that lives longer. A setup of the same sandbox ID
 // that runs ADD cancels it. Every retry reaches the [PluginHook] with
 // Reason "heal".
 //
@@ -440,7 +460,12 @@
 // that sandbox, not during them), and passes its attachments to the GC
 // verb as valid. As the exclusive gate waits for every setup in flight, a
 // plugin's GC never sees a half-set-up pod, and never releases what a pod
-// being set up holds.
+// being set up holds. The same holds for the setups of other engines on
+// the cache dir, whose valid pods this GC does not see: GC leaves alone a
+// sandbox whose lock file another engine holds, or that another engine
+// still running worked on within 10 s before GC began or since (its
+// lock file's stamp says who and when), and passes its attachments to
+// the GC verb as valid. The next GC collects it if it is stale.
 //
 // # Cache layout
 //
