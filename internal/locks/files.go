@@ -279,6 +279,25 @@ func (l *FileLock) Unlock(remove bool) {
 	_ = l.f.Close() // releases the lock
 }
 
+// Keys lists the keys that have a lock file: held now, or released and
+// stamped.
+func (fl *Files) Keys() ([]string, error) {
+	ents, err := os.ReadDir(fl.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locks: %w", err)
+	}
+	keys := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
+			keys = append(keys, e.Name())
+		}
+	}
+	return keys, nil
+}
+
 // Recent returns the keys whose lock file changed at since or later:
 // held, or released since then. Each comes with its stamp, or the zero
 // Stamp when it has none (its first holder holds it now). A file that

@@ -31,7 +31,7 @@ func requireQueued(t *testing.T, q *admit.Queue, n int) {
 func (e *itEnv) requireUntouched(pod PodNetwork) {
 	e.t.Helper()
 	assert.Empty(e.t, e.callsFor("", pod.ID), "no plugin ran for %s", pod.Name)
-	order, err := e.m.cache.ReadOrder(pod.ID)
+	order, err := e.m.diskCache().ReadOrder(pod.ID)
 	require.NoError(e.t, err)
 	assert.Nil(e.t, order, "no order record for %s", pod.Name)
 }
@@ -203,7 +203,7 @@ func TestAdmissionServesTeardownsInArrivalOrder(t *testing.T) {
 	err := testenv.RequireDone(t, third, "a teardown whose deadline passed in the queue")
 	require.ErrorIs(t, err, ErrNotAdmitted)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	order, err := m.cache.ReadOrder(pods[2].ID)
+	order, err := m.diskCache().ReadOrder(pods[2].ID)
 	require.NoError(t, err)
 	assert.NotNil(t, order, "the record is kept")
 	assert.Equal(t, 1, b.Inside(t))
@@ -326,7 +326,7 @@ func TestAdmissionLeavesHealingAndGCAlone(t *testing.T) {
 func (e *itEnv) requireNoRecord(m *Manager, id, msg string) {
 	e.t.Helper()
 	require.Eventually(e.t, func() bool {
-		order, err := m.cache.ReadOrder(id)
+		order, err := m.diskCache().ReadOrder(id)
 		return err == nil && order == nil
 	}, testenv.BarrierTimeout, 10*time.Millisecond, msg)
 }

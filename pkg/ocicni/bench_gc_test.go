@@ -226,11 +226,11 @@ func (e *gcBenchEnv) check() {
 	slices.SortFunc(want, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
 	slices.SortFunc(left, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
 	require.Equal(e.b, want, left, "the 9,000 valid reservations remain and the 1,000 stale ones are released")
-	listing, err := e.m.cache.List()
+	listing, err := e.m.diskCache().List()
 	require.NoError(e.b, err)
 	require.Len(e.b, listing.Entries, gcBenchEntries-gcBenchStale, "cache entries left")
 	require.Empty(e.b, listing.Corrupt)
-	ids, err := e.m.cache.ListOrders()
+	ids, err := e.m.diskCache().ListOrders()
 	require.NoError(e.b, err)
 	require.Len(e.b, ids, gcBenchEntries-gcBenchStale, "order records left")
 }

@@ -100,7 +100,7 @@ func TestTeardownDeadlineWhileDELHeld(t *testing.T) {
 
 	// Nothing is lost: both attachments stay recorded.
 	assert.Len(t, e.cacheFiles(), 2, "cache entries")
-	order, err := m.cache.ReadOrder(pod.ID)
+	order, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	var recorded []string
 	for _, a := range order {

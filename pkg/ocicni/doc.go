@@ -469,8 +469,11 @@
 //
 // # Cache layout
 //
-// The libcni result cache is read only through package [cache], which also
-// keeps the order records outside libcni's results directory and, on
+// The cache dir is read and written only through one store below the
+// engine (internal/ledger), which owns the order records, the saved
+// configs, libcni's cache entries as the engine sees them and the lock
+// files, and uses package [cache] for them. That package also keeps the
+// order records outside libcni's results directory and, on
 // Linux, an index of that directory's names current through inotify
 // ([cache.Cache.IndexResults]), so that a full node's teardowns cost what
 // an empty node's do.

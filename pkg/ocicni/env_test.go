@@ -20,6 +20,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // itEnv is an integration environment: real plugins, a private conf dir,
@@ -162,7 +163,7 @@ func (e *itEnv) assertClean(pod PodNetwork, networks ...string) {
 		assert.Empty(e.t, testenv.Reservations(e.t, e.dataDir, n), "host-local reservations of %s", n)
 	}
 	assert.Empty(e.t, e.cacheFiles(), "cache entries")
-	order, err := e.m.cache.ReadOrder(pod.ID)
+	order, err := e.m.diskCache().ReadOrder(pod.ID)
 	require.NoError(e.t, err)
 	assert.Nil(e.t, order, "order record")
 }
@@ -208,3 +209,7 @@ func randHex(t *testing.T) string {
 	require.NoError(t, err)
 	return hex.EncodeToString(b)
 }
+
+// diskCache opens the manager's cache dir as package cache does, for
+// tests that read or rewrite its files directly, as a tool would.
+func (m *Manager) diskCache() *cache.Cache { return cache.New(m.opts.cacheDir) }

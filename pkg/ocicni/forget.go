@@ -49,7 +49,7 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	var removed []string
 	var errs []error
 	for _, f := range files {
-		if err := m.cache.RemoveFile(f.file()); err != nil {
+		if err := m.store.led.DropEntry("", "", "", f.file()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -92,7 +92,7 @@ func (m *Manager) forgottenLine(pod *PodNetwork, f *slot) (cache.Attachment, err
 	if netns, err := usableStoredNetNS(e.NetNS); err == nil && netns != "" {
 		a.NetNS = netns
 	}
-	digest, err := m.cache.SaveConfig(pod.ID, e.Config)
+	digest, err := m.store.led.SaveConfig(pod.ID, e.Config)
 	a.Config = digest
 	return a, err
 }

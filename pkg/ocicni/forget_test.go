@@ -73,7 +73,7 @@ func TestForgetPodCacheRecordsBeforeDropping(t *testing.T) {
 	assert.Len(t, removed, 2)
 	assert.Empty(t, e.cacheFiles())
 	assert.Len(t, e.calls(""), calls, "no plugin ran")
-	order, err := m.cache.ReadOrder(pod.ID)
+	order, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	require.Len(t, order, 2)
 	assert.Equal(t, "neta", order[0].Network)
@@ -106,7 +106,7 @@ func TestGCProtectsValidPodWithoutCacheEntry(t *testing.T) {
 			require.Len(t, testenv.Reservations(t, e.dataDir, "pool"), 1)
 			require.NoError(t, os.Remove(e.cachePath("pool", v, "eth0")))
 			if wipe != "cache" {
-				require.NoError(t, m.cache.RemoveOrder(v.ID))
+				require.NoError(t, m.diskCache().RemoveOrder(v.ID))
 			}
 
 			require.NoError(t, m.GC(e.ctx(), []*PodNetwork{{ID: v.ID, Name: v.Name, Namespace: v.Namespace}}))

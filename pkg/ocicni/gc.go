@@ -173,7 +173,7 @@ func gcTargets(set *networkSet) []string {
 // The caller holds the node gate exclusively, so no other engine's setup
 // is in flight.
 func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSet) {
-	recent, err := m.store.locks.Recent(watch.began.Add(-othersWorkGrace))
+	recent, err := m.store.led.RecentWork(watch.began.Add(-othersWorkGrace))
 	if err != nil {
 		m.log.WithError(err).Warn("GC cannot tell which sandboxes other engines worked on; it sends the GC verb without them")
 	}
@@ -190,7 +190,7 @@ func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSe
 func (m *Manager) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
 	seen := watch.attachments()
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
-		g.valid.addAll(id, m.store.setupInventory(id, g.byID[id], g.recs.byID[id], seen[id], set))
+		g.valid.addAll(id, m.store.setupInventory(id, g.byID[id], g.recs.ByID[id], seen[id], set))
 	}
 }
 

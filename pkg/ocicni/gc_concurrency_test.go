@@ -145,7 +145,7 @@ func TestGCSparesSandboxSetUpWhileItRuns(t *testing.T) {
 	first := e.pod("first")
 	e.setUp(first)
 	retried := e.pod("retried")
-	require.NoError(t, m.cache.WriteOrder(retried.ID, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: retried.NetNS}}))
+	require.NoError(t, m.diskCache().WriteOrder(retried.ID, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: retried.NetNS}}))
 
 	gc := gcAsync(ctx, m, []*PodNetwork{})
 	del.WaitEntered(t, 1)

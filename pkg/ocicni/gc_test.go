@@ -144,7 +144,7 @@ func (e *itEnv) assertDetached(pod PodNetwork) {
 
 func (e *itEnv) assertNoOrder(pod PodNetwork) {
 	e.t.Helper()
-	order, err := e.m.cache.ReadOrder(pod.ID)
+	order, err := e.m.diskCache().ReadOrder(pod.ID)
 	require.NoError(e.t, err)
 	assert.Nil(e.t, order, "order record of %s", pod.Name)
 }

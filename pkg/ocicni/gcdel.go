@@ -76,7 +76,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 	case watch.touched(sc.id):
 		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")
 		return nil, nil
-	case m.othersWorkedOn(l.sandbox.file.Stamp(), watch):
+	case m.othersWorkedOn(l.sandbox.file.LastRelease(), watch):
 		clog.Info("GC leaves a sandbox alone: another engine worked on it while GC ran")
 		return nil, nil
 	}
@@ -136,7 +136,7 @@ func notAcquired(sc *staleContainer, err error) ([]Outcome, []error) {
 // idempotent.
 func (m *Manager) stillStale(p *plan, recorded []cache.Attachment) bool {
 	if p.file != "" {
-		if ok, err := m.cache.Exists(p.file); ok || err != nil {
+		if ok, err := m.store.led.EntryExists(p.file); ok || err != nil {
 			return true
 		}
 	}

@@ -75,6 +75,9 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {
 		m.sweepConfigs(n.recs, log)
+		if err := m.store.led.SweepLocks(n.recs.IDs); err != nil {
+			log.WithError(err).Warn("Cannot list the sandboxes' lock files; the next GC removes those left")
+		}
 		strays = m.scopeStrays(n.recs)
 	}
 	g := &gcPlan{recs: n.recs, byID: n.byID}
@@ -167,7 +170,7 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 			continue
 		}
 		ids[pod.ID] = true
-		inv := mergeInventory(pod.ID, recs.byID[pod.ID], recs.corrupt[pod.ID], byID[pod.ID], nil, set)
+		inv := mergeInventory(pod.ID, recs.ByID[pod.ID], recs.Corrupt[pod.ID], byID[pod.ID], nil, set)
 		atts, err := assignIfnames(pod.Networks, set.DefaultName())
 		switch {
 		case errors.Is(err, ErrNoDefaultNetwork): // names none, and there is no default
@@ -184,9 +187,9 @@ func validAttachments(pods []*PodNetwork, byID map[string][]*cache.Entry, recs *
 // name but that have no order record, readable or not.
 func strayIDs(recs *records) []string {
 	var out []string
-	for _, sc := range recs.saved {
-		_, recorded := recs.byID[sc.ContainerID]
-		_, unreadable := recs.corrupt[sc.ContainerID]
+	for _, sc := range recs.Saved {
+		_, recorded := recs.ByID[sc.ContainerID]
+		_, unreadable := recs.Corrupt[sc.ContainerID]
 		if sc.ContainerID != "" && !recorded && !unreadable && !slices.Contains(out, sc.ContainerID) {
 			out = append(out, sc.ContainerID)
 		}
@@ -211,17 +214,17 @@ const savedConfigGrace = 10 * time.Minute
 // costs only disk space until the next GC.
 func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) {
 	used := map[string]bool{}
-	for _, record := range recs.byID {
+	for _, record := range recs.ByID {
 		for _, a := range record {
 			used[a.Config] = true
 		}
 	}
 	cutoff := time.Now().Add(-m.opts.configGrace)
-	for _, sc := range recs.saved {
+	for _, sc := range recs.Saved {
 		if sc.ContainerID != "" || sc.Links != 1 || used[sc.Digest] || sc.Changed.After(cutoff) {
 			continue
 		}
-		if err := m.cache.RemoveSavedConfig(sc); err != nil {
+		if err := m.store.led.RemoveUnusedConfig(sc); err != nil {
 			log.WithError(err).Warn("Cannot remove an unused saved config")
 		} else if debugEnabled(log) {
 			log.WithFields(logrus.Fields{"config": sc.Digest, "file": sc.Path}).Debug("Removed an unused saved config")

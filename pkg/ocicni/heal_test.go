@@ -75,7 +75,7 @@ func (e *itEnv) runtimeGivesUp(pod PodNetwork) {
 func (e *itEnv) requireHealed(m *Manager, pod PodNetwork, network string) {
 	e.t.Helper()
 	require.Eventually(e.t, func() bool {
-		order, err := m.cache.ReadOrder(pod.ID)
+		order, err := m.diskCache().ReadOrder(pod.ID)
 		return err == nil && order == nil
 	}, time.Minute, 10*time.Millisecond, "the background retry removes the order record")
 	assert.Empty(e.t, testenv.Reservations(e.t, e.dataDir, network), "host-local released the address")
@@ -286,7 +286,7 @@ func heldRetry(t *testing.T) (*itEnv, *Manager, PodNetwork, *testenv.Barrier, st
 // backoff had passed.
 func makeDue(t *testing.T, m *Manager, id string) {
 	t.Helper()
-	record, err := m.cache.ReadOrder(id)
+	record, err := m.diskCache().ReadOrder(id)
 	require.NoError(t, err)
 	now := time.Now()
 	for _, a := range record {
@@ -294,7 +294,7 @@ func makeDue(t *testing.T, m *Manager, id string) {
 			a.Heal.Next = now
 		}
 	}
-	require.NoError(t, m.cache.WriteOrder(id, record))
+	require.NoError(t, m.diskCache().WriteOrder(id, record))
 	m.healer.schedule(id, now)
 }
 
@@ -326,7 +326,7 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	pending, err = m.PendingTeardowns()
 	require.NoError(t, err)
 	assert.Empty(t, pending, "the setup cancelled the retry")
-	order, err := m.cache.ReadOrder(pod.ID)
+	order, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	require.Len(t, order, 2)
 	assert.Equal(t, "other", order[0].Network)
@@ -366,7 +366,7 @@ func TestShutdownWaitsForHealRetry(t *testing.T) {
 	require.NoError(t, os.Remove(flag))
 	b.Release(t)
 	<-stopped
-	order, err := m.cache.ReadOrder(pod.ID)
+	order, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	assert.Nil(t, order, "the retry in flight finished the teardown")
 }

@@ -218,7 +218,7 @@ func TestHostNetNSRefused(t *testing.T) {
 	pod = e.pod("q")
 	e.setUp(pod)
 	editEntry(t, e.cachePath("neta", pod, "eth0"), func(m map[string]any) { m["netns"] = host })
-	require.NoError(t, m.cache.WriteOrder(pod.ID, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: host}}))
+	require.NoError(t, m.diskCache().WriteOrder(pod.ID, []cache.Attachment{{Network: "neta", IfName: "eth0", NetNS: host}}))
 	ns := pod.NetNS
 	pod.NetNS = ""
 	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))

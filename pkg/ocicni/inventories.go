@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -29,17 +30,9 @@ type nodeScan struct {
 // the failures to list the results or the records; what was read is
 // usable either way, but incomplete.
 func (st *store) scanNode() (*nodeScan, []error) {
-	var errs []error
-	listing, err := st.cache.List()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	recs, err := st.scanRecords()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	n := &nodeScan{listing: listing, byID: make(map[string][]*cache.Entry, len(listing.Entries)), recs: recs}
-	for _, e := range listing.Entries {
+	node, errs := st.led.Scan()
+	n := &nodeScan{listing: node.Listing, byID: make(map[string][]*cache.Entry, len(node.Listing.Entries)), recs: node.Records}
+	for _, e := range node.Listing.Entries {
 		n.byID[e.ContainerID] = append(n.byID[e.ContainerID], e)
 	}
 	return n, errs
@@ -68,18 +61,18 @@ func (n *nodeScan) corruptByID(set *networkSet, extraIDs ...string) (byID map[st
 // the cache lists their entries, then those that only corrupt (a
 // [nodeScan.corruptByID]) or an order record, readable or not, names.
 func (n *nodeScan) ids(corrupt map[string][]*cache.EntryError) []string {
-	ids := make([]string, 0, len(n.byID)+len(corrupt)+len(n.recs.ids))
+	ids := make([]string, 0, len(n.byID)+len(corrupt)+len(n.recs.IDs))
 	for _, e := range n.listing.Entries {
 		ids = append(ids, e.ContainerID)
 	}
-	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), n.recs.ids)
+	ids = slices.Concat(ids, slices.Sorted(maps.Keys(corrupt)), n.recs.IDs)
 	return dedupe(ids)
 }
 
 // inventory merges what the scan knows of sandbox id, with its corrupt
 // files as [nodeScan.corruptByID] named them (see [mergeInventory]).
 func (n *nodeScan) inventory(id string, corrupt []*cache.EntryError, set *networkSet) *inventory {
-	return mergeInventory(id, n.recs.byID[id], n.recs.corrupt[id], n.byID[id], corrupt, set)
+	return mergeInventory(id, n.recs.ByID[id], n.recs.Corrupt[id], n.byID[id], corrupt, set)
 }
 
 // readInventories reads the inventory of every sandbox that the cache or
@@ -215,11 +208,11 @@ func guessCorrupt(listing cache.Listing, recs *records, set *networkSet, extraID
 	if !slices.ContainsFunc(listing.Corrupt, func(ee *cache.EntryError) bool { return ee.Network == "" }) {
 		return listing.Corrupt
 	}
-	ids, networks := slices.Clone(recs.ids), set.Names()
+	ids, networks := slices.Clone(recs.IDs), set.Names()
 	for _, e := range listing.Entries {
 		ids, networks = append(ids, e.ContainerID), append(networks, e.Network)
 	}
-	return cache.GuessNames(listing.Corrupt, dedupe(append(ids, extraIDs...)), dedupe(networks))
+	return ledger.GuessNames(listing.Corrupt, dedupe(append(ids, extraIDs...)), dedupe(networks))
 }
 
 // dedupe drops the repeats from list, in place, keeping first occurrences.

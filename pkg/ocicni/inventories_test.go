@@ -309,7 +309,7 @@ func TestCorruptNamesGuessedAsGCGuesses(t *testing.T) {
 func TestGuessCorrupt(t *testing.T) {
 	set := netconf.NewSet("", "", &network{Name: "loaded"})
 	listing := cache.Listing{Entries: []*cache.Entry{{Network: "entnet", ContainerID: "ent", IfName: "eth0"}}}
-	recs := &records{ids: []string{"bad", "rec"}} // "bad": an unreadable record
+	recs := &records{IDs: []string{"bad", "rec"}} // "bad": an unreadable record
 	for _, tc := range []struct {
 		file  string
 		extra []string

@@ -10,20 +10,19 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seed-671fdd43/ocicni/internal/locks"
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// store is the engine's door to what the cache dir knows of sandboxes,
-// and it has two halves: this file reads and merges a sandbox's cache
-// entries, order record and saved configs into its inventory, and
-// record.go alone writes and lists order records. Nothing else reads a
-// cache entry or writes a record. It needs nothing of the manager but the
-// cache, the heal policy, and the healer's track for the retries a
+// store is the engine's side of the ledger (internal/ledger, the one
+// door to the cache dir), and it has two halves: this file merges what
+// the ledger holds of a sandbox (its cache entries, order record and
+// saved configs) into its inventory, and record.go alone computes and
+// commits order records. It needs nothing of the manager but the
+// ledger, the heal policy, and the healer's track for the retries a
 // record leaves pending.
 type store struct {
-	cache *cache.Cache
-	locks *locks.Files // the sandboxes' and the node's lock files
+	led   *ledger.Ledger
 	heal  HealPolicy
 	track func(id string, st healState, link trace.SpanContext) // the healer's
 }
@@ -101,22 +100,19 @@ func (st *store) takeInventory(id string, requested []NetAttachment, set *networ
 		logInventory(inv, log)
 		return inv
 	}
-	record, rerr := st.cache.ReadOrder(id)
-	inv := &inventory{id: id, record: record, recordErr: rerr}
-	for _, a := range requested {
-		s := &slot{NetAttachment: a, rec: findLine(record, a.Name, a.Ifname)}
-		// Without a readable entry the saved or loaded config DELs; libcni
-		// must then not read a corrupt file (it may be a FIFO, or huge), so
-		// its path is kept. Any other read error means there is no entry.
-		e, err := st.cache.Get(a.Name, id, a.Ifname)
-		var ee *cache.EntryError
-		switch {
-		case err == nil:
-			s.entry = e
-		case errors.Is(err, cache.ErrCorruptEntry) && errors.As(err, &ee):
-			s.corrupt = ee
-		}
-		inv.slots = append(inv.slots, s)
+	names := make([][2]string, len(requested))
+	for i, a := range requested {
+		names[i] = [2]string{a.Name, a.Ifname}
+	}
+	// Without a readable entry the saved or loaded config DELs; libcni
+	// must then not read a corrupt file (it may be a FIFO, or huge), so
+	// its path is kept.
+	sb, files := st.led.ReadNamed(id, names)
+	inv := &inventory{id: id, record: sb.Record, recordErr: sb.RecordErr}
+	for i, a := range requested {
+		inv.slots = append(inv.slots, &slot{
+			NetAttachment: a, rec: findLine(sb.Record, a.Name, a.Ifname), entry: files[i].Entry, corrupt: files[i].Corrupt,
+		})
 	}
 	return inv
 }
@@ -125,12 +121,11 @@ func (st *store) takeInventory(id string, requested []NetAttachment, set *networ
 // ([cache.Cache.ForContainer]) and its order record know of it (see
 // [mergeInventory]). A listing failure is in listErr, and a failure.
 func (st *store) readInventory(id string, set *networkSet) *inventory {
-	record, rerr := st.cache.ReadOrder(id)
-	listing, err := st.cache.ForContainer(id)
-	inv := mergeInventory(id, record, rerr, listing.Entries, listing.Corrupt, set)
-	if err != nil {
-		inv.listErr = err
-		inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: err})
+	sb := st.led.Read(id)
+	inv := mergeInventory(id, sb.Record, sb.RecordErr, sb.Entries, sb.Corrupt, set)
+	if sb.ListErr != nil {
+		inv.listErr = sb.ListErr
+		inv.failures = append(inv.failures, Outcome{ContainerID: id, Class: Failed, Err: sb.ListErr})
 	}
 	return inv
 }
@@ -321,25 +316,17 @@ func (s *slot) libcniMayRead(cniVersion string) (bool, error) {
 func (st *store) setupInventory(id string, entries []*cache.Entry, planned []cache.Attachment, asked []NetAttachment,
 	set *networkSet,
 ) *inventory {
-	recorded, err := st.cache.ReadOrder(id)
+	recorded, err := st.led.ReadRecord(id)
 	inv := mergeInventory(id, recorded, err, entries, nil, set)
 	inv.include(recordAttachments(planned))
 	inv.include(asked)
 	return inv
 }
 
-// sandboxGone reports whether sandbox id has no order record, so that
-// its lock file guards nothing; when that cannot be told, it has one.
-func (st *store) sandboxGone(id string) bool {
-	has, err := st.cache.HasOrder(id)
-	return err == nil && !has
-}
-
 // hasCacheFiles reports whether any cache file of sandbox id is left,
 // readable or corrupt.
 func (st *store) hasCacheFiles(id string) (bool, error) {
-	left, err := st.cache.ForContainer(id)
-	return len(left.Entries) > 0 || len(left.Corrupt) > 0, err
+	return st.led.HasFiles(id)
 }
 
 // names reports whether a slot or a failure names (network, ifname).

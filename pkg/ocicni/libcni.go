@@ -9,7 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/seed-671fdd43/ocicni/internal/guard"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 )
 
 // cniRunner is the engine's one door to libcni's verbs. Every call is
@@ -23,14 +23,14 @@ import (
 // the inventory did not accept (see [plan.useCache]).
 type cniRunner struct {
 	withCache, noCache *libcni.CNIConfig
-	cache              *cache.Cache // withCache's dir
+	led                *ledger.Ledger // withCache's dir
 }
 
-func newCNIRunner(binDirs []string, c *cache.Cache, exec invoke.Exec) *cniRunner {
+func newCNIRunner(binDirs []string, led *ledger.Ledger, exec invoke.Exec) *cniRunner {
 	return &cniRunner{
-		withCache: libcni.NewCNIConfigWithCacheDir(binDirs, c.Dir(), exec),
-		noCache:   libcni.NewCNIConfigWithCacheDir(binDirs, filepath.Join(c.Dir(), "ocicni", "no-cache"), exec),
-		cache:     c,
+		withCache: libcni.NewCNIConfigWithCacheDir(binDirs, led.Dir(), exec),
+		noCache:   libcni.NewCNIConfigWithCacheDir(binDirs, filepath.Join(led.Dir(), "ocicni", "no-cache"), exec),
+		led:       led,
 	}
 }
 
@@ -41,11 +41,11 @@ func (c *cniRunner) entryFile(list *libcni.NetworkConfigList, rt *libcni.Runtime
 	if list == nil || rt == nil {
 		return ""
 	}
-	name, err := cache.FileName(list.Name, rt.ContainerID, rt.IfName)
+	path, err := c.led.EntryPath(list.Name, rt.ContainerID, rt.IfName)
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(c.cache.ResultsDir(), name)
+	return path
 }
 
 func (c *cniRunner) add(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {

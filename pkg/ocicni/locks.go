@@ -4,26 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // defaultGatePatience lets pods in for a second before GC holds them
 // back, for at most a fifth of a second at a time (see locks.Gate).
 var defaultGatePatience = locks.Patience{Idle: time.Second, Hold: 200 * time.Millisecond}
-
-// newLockFiles returns the lock files of the sandboxes and of the node,
-// under <cache dir>/ocicni/locks, that every engine on the cache dir
-// shares.
-func newLockFiles(c *cache.Cache) *locks.Files {
-	return locks.NewFiles(filepath.Join(c.Dir(), "ocicni", "locks"))
-}
 
 // lease takes, in the documented order, the shared gate, the node gate
 // shared (so that another engine's GC verbs wait for it), the pod's lock
@@ -35,7 +27,7 @@ func (m *Manager) lease(ctx context.Context, id string, try bool) (*podLease, er
 	if err := m.gate.RLock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
-	node, err := m.store.locks.RLockNode(ctx)
+	node, err := m.store.led.RLockNode(ctx)
 	if err != nil {
 		m.gate.RUnlock()
 		return nil, fmt.Errorf("ocicni: waiting for another engine's GC: %w", err)
@@ -76,9 +68,7 @@ func (l *podLease) release() {
 // sandboxLock is one sandbox's locks, held: its lock in the manager's
 // keyed locks and its lock file.
 type sandboxLock struct {
-	st     *store
-	id     string
-	file   *locks.FileLock
+	file   *ledger.SandboxLock
 	unlock func() // the keyed lock's
 }
 
@@ -90,24 +80,18 @@ func (st *store) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, 
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
 	}
-	var fl *locks.FileLock
-	if try {
-		fl, err = st.locks.TryLock(id)
-	} else {
-		fl, err = st.locks.Lock(ctx, id)
-	}
+	fl, err := st.led.LockSandbox(ctx, id, try)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("ocicni: waiting for pod %s in another engine: %w", id, err)
 	}
-	return &sandboxLock{st: st, id: id, file: fl, unlock: unlock}, nil
+	return &sandboxLock{file: fl, unlock: unlock}, nil
 }
 
-// release stamps the lock file with this engine, or removes it when the
-// sandbox has no order record left (see [store.sandboxGone]), then
-// releases both locks.
+// release releases the lock file (see [ledger.SandboxLock.Release]),
+// then the keyed lock.
 func (l *sandboxLock) release() {
-	l.file.Unlock(l.st.sandboxGone(l.id))
+	l.file.Release()
 	l.unlock()
 }
 
@@ -126,7 +110,7 @@ const othersWorkGrace = 10 * time.Second
 // engine that has ended (shut down, or its process gone, as before a
 // runtime's restart) keeps nothing.
 func (m *Manager) othersWorkedOn(s locks.Stamp, watch *setupWatch) bool {
-	return s.Owner != m.store.locks.Owner() && !s.At.Before(watch.began.Add(-othersWorkGrace)) && s.Live()
+	return s.Owner != m.store.led.Owner() && !s.At.Before(watch.began.Add(-othersWorkGrace)) && s.Live()
 }
 
 // lockNode takes the gate, then the node gate, exclusively, for GC's
@@ -138,7 +122,7 @@ func (m *Manager) lockNode(ctx context.Context) (func(), error) {
 		if err := m.gate.Lock(ctx); err != nil {
 			return nil, fmt.Errorf("waiting for the pod operations in flight: %w", err)
 		}
-		node, err := m.store.locks.LockNode(ctx, m.opts.gatePatience.Hold)
+		node, err := m.store.led.LockNode(ctx, m.opts.gatePatience.Hold)
 		if err == nil {
 			return func() { node.Unlock(false); m.gate.Unlock() }, nil
 		}

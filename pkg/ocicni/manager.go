@@ -10,12 +10,12 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // Manager attaches pod sandboxes to CNI networks and detaches them again.
@@ -25,7 +25,6 @@ type Manager struct {
 	log   *logrus.Entry
 	exec  invoke.Exec
 	cni   *cniRunner
-	cache *cache.Cache
 	store *store // the inventory and the records: see inventory.go
 	tel   *telemetry.Recorder
 
@@ -89,19 +88,19 @@ func New(opts ...Option) (*Manager, error) {
 	if exec.home, err = netns.ThreadNS(); err != nil {
 		o.log.WithError(err).Warn("Cannot tell the network namespace the manager is created in; plugins start in their caller's")
 	}
+	led := ledger.New(o.cacheDir)
 	m := &Manager{
-		opts:  o,
-		log:   o.log,
-		exec:  exec,
-		cache: cache.New(o.cacheDir),
-		tel:   tel,
-		gate:  locks.NewGate(o.gatePatience),
-		pods:  locks.NewKeyed(),
+		opts: o,
+		log:  o.log,
+		exec: exec,
+		tel:  tel,
+		gate: locks.NewGate(o.gatePatience),
+		pods: locks.NewKeyed(),
 
 		setups: newSetupTracker(),
 		admit:  newAdmissionQueues(o.admission),
 	}
-	m.cni = newCNIRunner(o.binDirs, m.cache, exec)
+	m.cni = newCNIRunner(o.binDirs, led, exec)
 	conf, err := netconf.New(netconf.Config{
 		ConfDir: o.confDir, Memory: o.memory, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
 		Exec: exec, Log: m.log,
@@ -110,19 +109,21 @@ func New(opts ...Option) (*Manager, error) {
 		Published: func() { tel.Reloaded(context.Background()) },
 	})
 	if err != nil {
+		led.Close()
 		return nil, err
 	}
 	m.conf = conf
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.healer = newHealer(o.heal, m.log, m.retryDELs, func() bool { return m.setups.busy(defaultGCPace.window) })
-	m.store = &store{cache: m.cache, locks: newLockFiles(m.cache), heal: o.heal, track: m.healer.track}
+	m.store = &store{led: led, heal: o.heal, track: m.healer.track}
 	if err := tel.Observe(m.gauges()); err != nil {
 		m.conf.Shutdown()
+		led.Close()
 		return nil, fmt.Errorf("ocicni: registering the OpenTelemetry gauges: %w", err)
 	}
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
-	if err := m.cache.IndexResults(); err != nil {
+	if err := led.Open(); err != nil {
 		m.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
 	}
 	if !o.heal.Disabled {
@@ -199,8 +200,7 @@ func (m *Manager) Shutdown() error {
 	m.wg.Wait()
 	m.rollbacks.Wait()
 	m.healer.active.Wait()
-	m.store.locks.Retire() // another engine's GC no longer waits for what this one did
-	_ = m.cache.Close()    // what follows lists the results dir
+	m.store.led.Close() // another engine's GC no longer waits for what this one did; teardowns list the results dir
 	if err := m.tel.Close(); err != nil {
 		return fmt.Errorf("ocicni: unregistering the OpenTelemetry gauges: %w", err)
 	}

@@ -88,7 +88,7 @@ func testPerProcessNetNS(t *testing.T) {
 			e := newITEnv(t)
 			m, pod := e.recorderPod()
 			editEntry(t, e.cachePath("rec", pod, "eth0"), func(m map[string]any) { m["netns"] = path })
-			require.NoError(t, m.cache.RemoveOrder(pod.ID)) // its netns would win
+			require.NoError(t, m.diskCache().RemoveOrder(pod.ID)) // its netns would win
 
 			require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))
 			dels := e.callsFor("DEL", pod.ID)
@@ -101,7 +101,7 @@ func testPerProcessNetNS(t *testing.T) {
 			t.Parallel()
 			e := newITEnv(t)
 			m, pod := e.recorderPod()
-			require.NoError(t, m.cache.WriteOrder(pod.ID, []cache.Attachment{{Network: "rec", IfName: "eth0", NetNS: path}}))
+			require.NoError(t, m.diskCache().WriteOrder(pod.ID, []cache.Attachment{{Network: "rec", IfName: "eth0", NetNS: path}}))
 			require.NoError(t, os.Remove(e.cachePath("rec", pod, "eth0"))) // its netns would be used
 
 			require.NoError(t, m.TearDownPodWithContext(e.ctx(), PodNetwork{ID: pod.ID}))

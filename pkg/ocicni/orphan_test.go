@@ -132,7 +132,7 @@ func TestOrderRecordPrunedPerAttachment(t *testing.T) {
 
 	err := m.TearDownPodWithContext(e.ctx(), pod)
 	onlyFailure(t, err, "neta")
-	order, err := m.cache.ReadOrder(pod.ID)
+	order, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	require.Len(t, order, 1)
 	assert.Equal(t, "neta", order[0].Network, "netb left the record once deleted")

@@ -141,7 +141,7 @@ func (m *Manager) savedList(id string, s *slot, set *networkSet, plog func() *lo
 	if s.rec == nil || s.rec.Config == "" {
 		return nil, ""
 	}
-	b, err := m.cache.ReadConfig(id, s.rec.Config)
+	b, err := m.store.led.ReadConfig(id, s.rec.Config)
 	if err == nil {
 		list, policy, perr := cachedList(b, s.Name, "saved config "+s.rec.Config, set)
 		if perr == nil {

@@ -10,14 +10,15 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// This file is the one door to the attachment order records (see the
-// package doc, "Cache layout"): it alone writes, removes and lists them.
-// Every writer computes the next record with [nextRecord] (in
-// recordchange.go) and writes it with [store.writeRecord]; every listing
-// is [store.scanRecords].
+// This file is the engine's one door to the attachment order records
+// (see the package doc, "Cache layout"): it alone writes, removes and
+// lists them, through the ledger. Every writer computes the next record
+// with [nextRecord] (in recordchange.go) and commits it with
+// [store.writeRecord]; every listing is [store.scanRecords].
 
 // writeRecord makes next sandbox id's order record, durably, in place of
 // old: an empty one is removed. The saved configs that old uses and next
@@ -25,16 +26,11 @@ import (
 // healer learns what next leaves pending, with ctx's span as the
 // operation that left it (see [healer.track]).
 func (st *store) writeRecord(ctx context.Context, id string, old, next []cache.Attachment, log *logrus.Entry) error {
-	var err error
-	if len(next) == 0 {
-		err = st.cache.RemoveOrder(id)
-	} else {
-		err = st.cache.WriteOrder(id, next)
-	}
+	released, err := st.led.Commit(id, old, next)
 	if err != nil {
 		return err
 	}
-	if err := st.cache.ReleaseConfigs(id, unusedConfigs(old, next)...); err != nil {
+	if err := released; err != nil {
 		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
 	}
 	st.track(id, pendingHeal(next), trace.SpanContextFromContext(ctx))
@@ -56,7 +52,7 @@ func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 	added := make([]cache.Attachment, 0, len(plans))
 	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
-		s, err := st.cache.SaveConfigUndoable(pod.ID, p.list.Bytes)
+		s, err := st.led.SaveConfigUndoable(pod.ID, p.list.Bytes)
 		if err != nil {
 			return nil, st.undoSetup(pod.ID, false, nil, saves, fmt.Errorf("saving the config of network %s: %w", p.Name, err))
 		}
@@ -80,19 +76,13 @@ func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 // the record on disk names them.
 func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, saves []cache.ConfigSave, cause error) error {
 	if replaced {
-		var err error
-		if len(old) == 0 {
-			err = st.cache.RemoveOrder(id)
-		} else {
-			err = st.cache.WriteOrder(id, old)
-		}
-		if err != nil {
+		if err := st.led.Restore(id, old); err != nil {
 			return errors.Join(cause, fmt.Errorf("putting the old attachment order record back: %w", err))
 		}
 	}
 	errs := []error{cause}
 	for _, s := range saves {
-		if err := st.cache.UndoSaveConfig(s); err != nil {
+		if err := st.led.UndoSaveConfig(s); err != nil {
 			errs = append(errs, fmt.Errorf("removing what saving a config wrote: %w", err))
 		}
 	}
@@ -155,7 +145,7 @@ func (st *store) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Att
 	if p.rt != nil {
 		line.NetNS = p.rt.NetNS
 	}
-	digest, err := st.cache.SaveConfig(p.id, p.list.Bytes)
+	digest, err := st.led.SaveConfig(p.id, p.list.Bytes)
 	if err != nil {
 		planLog(log, p, "DEL").WithError(err).Warn("Cannot save the config of a failed attachment")
 	} else {
@@ -182,7 +172,7 @@ func (st *store) pruneStaleRecord(ctx context.Context, id string, recorded []cac
 		return
 	}
 	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
-	if err := st.cache.RemoveOrder(id); err != nil {
+	if err := st.writeRecord(ctx, id, nil, nil, log); err != nil {
 		log.WithError(err).Warn("Cannot remove attachment order record")
 	}
 }
@@ -192,51 +182,23 @@ func (st *store) pruneStaleRecord(ctx context.Context, id string, recorded []cac
 // (see [cache.Cache.RemoveStrays]). The caller holds the sandbox's lock
 // and found no record. A failure is logged: GC removes the strays later.
 func (st *store) removeStrays(id string, log *logrus.Entry) {
-	if err := st.cache.RemoveStrays(id); err != nil {
+	if err := st.led.RemoveStrays(id); err != nil {
 		log.WithError(err).Warn("Cannot remove the saved-config links of a sandbox without an attachment order record")
 	}
 }
 
 // readRecord reads sandbox id's order record, for a caller that holds
 // its lock and needs the record as it is now (GC, before it prunes).
-func (st *store) readRecord(id string) ([]cache.Attachment, error) { return st.cache.ReadOrder(id) }
+func (st *store) readRecord(id string) ([]cache.Attachment, error) { return st.led.ReadRecord(id) }
 
-// records holds every attachment order record, read by one scan.
-type records struct {
-	ids     []string // every record's sandbox, sorted
-	byID    map[string][]cache.Attachment
-	corrupt map[string]error // unreadable records, by container ID
-	// saved are the shared copies of the saved configs and the records'
-	// links to them, listed with the records.
-	saved []cache.SavedConfig
-}
+// records holds every attachment order record, read by one scan (see
+// [ledger.Ledger.ScanRecords]).
+type records = ledger.Records
 
-// scanRecords reads every order record, and lists the saved configs with
-// them (one listing of the records' directory): the one scan behind
-// [Manager.PendingTeardowns], the healer's resume at start, and GC. A
-// listing failure is returned; unreadable records are kept in corrupt. A
-// record removed since the listing is skipped.
-func (st *store) scanRecords() (*records, error) {
-	recs := &records{byID: map[string][]cache.Attachment{}, corrupt: map[string]error{}}
-	ids, saved, err := st.cache.ListOrdersAndConfigs()
-	if err != nil {
-		return recs, err
-	}
-	recs.saved = saved
-	for _, id := range ids {
-		atts, err := st.cache.ReadOrder(id)
-		switch {
-		case err != nil:
-			recs.corrupt[id] = err
-		case atts != nil:
-			recs.byID[id] = atts
-		default:
-			continue
-		}
-		recs.ids = append(recs.ids, id)
-	}
-	return recs, nil
-}
+// scanRecords reads every order record and lists the saved configs with
+// them: the one scan behind [Manager.PendingTeardowns], the healer's
+// resume at start, and GC.
+func (st *store) scanRecords() (*records, error) { return st.led.ScanRecords() }
 
 // PendingTeardown is an attachment whose DEL failed and that the manager
 // retries in the background (see [HealPolicy]), or gave up retrying.
@@ -267,8 +229,8 @@ func (st *store) pendingTeardowns() ([]PendingTeardown, error) {
 		return nil, err
 	}
 	var out []PendingTeardown
-	for _, id := range recs.ids {
-		for _, a := range recs.byID[id] {
+	for _, id := range recs.IDs {
+		for _, a := range recs.ByID[id] {
 			if p, ok := pendingOf(id, a); ok {
 				out = append(out, p)
 			}
@@ -300,22 +262,9 @@ func (st *store) pendingRetries(log *logrus.Entry) map[string]healState {
 		return nil
 	}
 	out := map[string]healState{}
-	for id, record := range recs.byID {
+	for id, record := range recs.ByID {
 		if hs := pendingHeal(record); !hs.due.IsZero() {
 			out[id] = hs
-		}
-	}
-	return out
-}
-
-// unusedConfigs returns the saved configs that before uses and after does
-// not.
-func unusedConfigs(before, after []cache.Attachment) []string {
-	var out []string
-	for _, a := range before {
-		if a.Config != "" && !slices.Contains(out, a.Config) &&
-			!slices.ContainsFunc(after, func(b cache.Attachment) bool { return b.Config == a.Config }) {
-			out = append(out, a.Config)
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -91,7 +92,7 @@ func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log
 func liveDiff(s *slot, p *plan) string {
 	e := s.entry
 	if !bytes.Equal(e.Config, p.list.Bytes) ||
-		s.rec != nil && s.rec.Config != "" && s.rec.Config != cache.ConfigDigest(p.list.Bytes) {
+		s.rec != nil && s.rec.Config != "" && s.rec.Config != ledger.ConfigDigest(p.list.Bytes) {
 		return "its config differs from the loaded one"
 	}
 	netns := e.NetNS

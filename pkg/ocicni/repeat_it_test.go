@@ -37,7 +37,7 @@ func TestRepeatedSetupKeepsLiveAttachment(t *testing.T) {
 	require.Len(t, ips, 1)
 	ip := strings.Split(ips[0], "/")[0]
 	adds := runs.count("ADD", pod.ID, reasonSetup)
-	record, err := m.cache.ReadOrder(pod.ID)
+	record, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 
 	again, err := m.SetUpPodWithContext(e.ctx(), pod)
@@ -50,13 +50,13 @@ func TestRepeatedSetupKeepsLiveAttachment(t *testing.T) {
 	assert.Equal(t, ips, testenv.AddrsIn(t, pod.NetNS, "eth0"), "eth0 keeps its IP")
 	assert.Equal(t, []string{ip}, testenv.Reservations(t, e.dataDir, "bridgenet"), "the reservation stays")
 	assert.Len(t, e.cacheFiles(), 1)
-	now, err := m.cache.ReadOrder(pod.ID)
+	now, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	assert.Equal(t, record, now, "the repeat writes no record")
 
 	// Control: a failed DEL recorded since makes the attachment not live.
 	now[0].Heal = &cache.Heal{Attempts: 1, Since: time.Now(), Next: time.Now().Add(time.Hour)}
-	require.NoError(t, m.cache.WriteOrder(pod.ID, now))
+	require.NoError(t, m.diskCache().WriteOrder(pod.ID, now))
 	_, err = m.SetUpPodWithContext(e.ctx(), pod)
 	var serr *SetupError
 	require.ErrorAs(t, err, &serr, "bridge refuses a second ADD of eth0")
@@ -79,7 +79,7 @@ func TestRepeatedSetupRefusesDifferentAttachment(t *testing.T) {
 	m := e.start(WithPluginHook(runs.hook))
 	pod := e.pod("web")
 	ips := resultIPs(t, e.setUp(pod)[0])
-	record, err := m.cache.ReadOrder(pod.ID)
+	record, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	otherNS := testenv.NewNS(t)
 
@@ -115,7 +115,7 @@ func TestRepeatedSetupRefusesDifferentAttachment(t *testing.T) {
 			assert.Len(t, runs.all(), before, "no plugin ran")
 			assert.Equal(t, ips, testenv.AddrsIn(t, pod.NetNS, "eth0"), "eth0 keeps its IP")
 			assert.Len(t, testenv.Reservations(t, e.dataDir, "bridgenet"), 1)
-			now, err := m.cache.ReadOrder(pod.ID)
+			now, err := m.diskCache().ReadOrder(pod.ID)
 			require.NoError(t, err)
 			assert.Equal(t, record, now, "the record is untouched")
 		})
@@ -158,7 +158,7 @@ func TestRepeatedSetupRollsBackOnlyWhatItAdded(t *testing.T) {
 	assert.Nil(t, testenv.AddrsIn(t, pod.NetNS, "eth1"), "the added eth1 is gone")
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "bridgenet"), 1)
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "second"))
-	record, err := m.cache.ReadOrder(pod.ID)
+	record, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	require.Len(t, record, 1, "only the live attachment stays recorded")
 	assert.Equal(t, "bridgenet", record[0].Network)

@@ -11,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -119,7 +120,7 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 		if p.list.CNIVersion == "" {
 			return cached, nil
 		}
-		res, err := cache.Convert(cached, p.list.CNIVersion) // decoded once, above
+		res, err := ledger.ConvertResult(cached, p.list.CNIVersion) // decoded once, above
 		if err != nil {
 			planLog(log, p, "CHECK").WithError(err).
 				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")

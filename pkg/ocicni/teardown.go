@@ -199,10 +199,7 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	if p.file != "" {
-		return m.cache.RemoveFile(p.file)
-	}
-	return m.cache.Remove(p.Name, p.id, p.Ifname)
+	return m.store.led.DropEntry(p.Name, p.id, p.Ifname, p.file)
 }
 
 // dropEntry removes the cache entry of an attachment whose DEL succeeded
@@ -213,9 +210,9 @@ func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog func() *logrus.Ent
 	var err error
 	switch {
 	case !p.useCache && p.file != "":
-		err = m.cache.RemoveFile(p.file)
+		err = m.store.led.DropEntry("", "", "", p.file)
 	case !p.useCache || class == AlreadyGone: // libcni did not, or keeps the entry when DEL fails
-		err = m.cache.Remove(p.Name, p.id, p.Ifname)
+		err = m.store.led.DropEntry(p.Name, p.id, p.Ifname, "")
 	}
 	if err != nil {
 		plog().WithError(err).Warn("Cannot remove cache entry")

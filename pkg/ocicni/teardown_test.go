@@ -407,7 +407,7 @@ func (e *itEnv) failedRollbackPod() (*Manager, PodNetwork, string) {
 	var se *SetupError
 	require.ErrorAs(t, err, &se)
 	require.NotNil(t, se.Rollback, "the rollback failed")
-	order, err := m.cache.ReadOrder(pod.ID)
+	order, err := m.diskCache().ReadOrder(pod.ID)
 	require.NoError(t, err)
 	require.Len(t, order, 1)
 	assert.Equal(t, cache.Attachment{Network: "neta", IfName: "eth0", NetNS: pod.NetNS}, cache.Attachment{
