@@ -24,13 +24,13 @@ import (
 // callerNet is a bridge + host-local network whose recorder fails ADD
 // (after IPAM ran) or DEL while a fault file exists, and logs every call.
 type callerNet struct {
-	n                          testenv.Net
-	dataDir, logFile           string
-	addFault, delFault         string
-	conf                       []byte
-	cacheDir                   string
-	name                       string
-	ctx                        context.Context
+	n                  testenv.Net
+	dataDir, logFile   string
+	addFault, delFault string
+	conf               []byte
+	cacheDir           string
+	name               string
+	ctx                context.Context
 }
 
 func newCallerNet(t *testing.T, name string) *callerNet {
