@@ -233,6 +233,7 @@ func keysOf(m map[string]Stamp) []string {
 
 // ctxEnded returns a context that ends at once.
 func ctxEnded(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	t.Cleanup(cancel)
 	<-ctx.Done()

@@ -434,6 +434,7 @@ type heldSet struct {
 }
 
 func (h *heldSet) add(t *testing.T, id string) {
+	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ids[id] = true
@@ -441,6 +442,7 @@ func (h *heldSet) add(t *testing.T, id string) {
 }
 
 func (h *heldSet) remove(t *testing.T, id string) {
+	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.ids, id)
@@ -448,12 +450,14 @@ func (h *heldSet) remove(t *testing.T, id string) {
 }
 
 func (h *heldSet) write(t *testing.T) {
+	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.writeLocked(t)
 }
 
 func (h *heldSet) writeLocked(t *testing.T) {
+	t.Helper()
 	ids := slices.Sorted(func(yield func(string) bool) {
 		for id := range h.ids {
 			if !yield(id) {

@@ -72,12 +72,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		return notAcquired(sc, err)
 	}
 	defer l.release()
-	switch {
-	case watch.touched(sc.id):
-		clog.Info("GC leaves a sandbox alone: its setup began while GC ran")
-		return nil, nil
-	case m.othersWorkedOn(l.sandbox.file.LastRelease(), watch):
-		clog.Info("GC leaves a sandbox alone: another engine worked on it while GC ran")
+	if m.leaveAlone(l, sc.id, watch, clog) {
 		return nil, nil
 	}
 	recorded, rerr := m.store.readRecord(sc.id)
@@ -126,6 +121,21 @@ func notAcquired(sc *staleContainer, err error) ([]Outcome, []error) {
 		errs = append(errs, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "DEL", Err: err})
 	}
 	return outcomes, errs
+}
+
+// leaveAlone reports, and logs, whether GC must leave sandbox id alone
+// although it planned to delete it, now that it holds its locks (l): a
+// setup of it began while GC ran, or another engine worked on it lately.
+func (m *Manager) leaveAlone(l *podLease, id string, watch *setupWatch, log *logrus.Entry) bool {
+	switch {
+	case watch.touched(id):
+		log.Info("GC leaves a sandbox alone: its setup began while GC ran")
+		return true
+	case m.othersWorkedOn(l.sandbox.file.LastRelease(), watch):
+		log.Info("GC leaves a sandbox alone: another engine worked on it while GC ran")
+		return true
+	}
+	return false
 }
 
 // stillStale reports whether what GC planned p from is still there: its

@@ -269,12 +269,10 @@ func (h *healer) ran(id string) {
 	}
 }
 
-// run schedules the retries that earlier managers recorded (resumed: by
-// sandbox, when its first is due), waits for the policy's StartDelay,
-// then runs retries as they fall due, at
-// most h.limit() at a time, until ctx ends. Retries in flight then finish
-// within their own timeout; Shutdown waits for them.
-func (h *healer) run(ctx context.Context, resumed map[string]healState) {
+// resume schedules the retries that earlier managers recorded (see
+// [healer.run]), then waits for the policy's StartDelay; false when ctx
+// ended first.
+func (h *healer) resume(ctx context.Context, resumed map[string]healState) bool {
 	for id, st := range resumed {
 		h.track(id, st, trace.SpanContext{})
 	}
@@ -282,10 +280,22 @@ func (h *healer) run(ctx context.Context, resumed map[string]healState) {
 		h.log.WithField("sandboxes", len(resumed)).Info("Resuming background DEL retries")
 	}
 	start := time.NewTimer(h.policy.StartDelay)
+	defer start.Stop()
 	select {
 	case <-start.C:
+		return true
 	case <-ctx.Done():
-		start.Stop()
+		return false
+	}
+}
+
+// run schedules the retries that earlier managers recorded (resumed: by
+// sandbox, when its first is due), waits for the policy's StartDelay,
+// then runs retries as they fall due, at most h.limit() at a time, until
+// ctx ends. Retries in flight then finish
+// within their own timeout; Shutdown waits for them.
+func (h *healer) run(ctx context.Context, resumed map[string]healState) {
+	if !h.resume(ctx, resumed) {
 		return
 	}
 	finished := make(chan struct{}, h.policy.Concurrency) // one send per retry, never blocking

@@ -97,6 +97,7 @@ func defaultOptions() options {
 		versionTimeout:  netconf.DefaultVersionTimeout,
 		configGrace:     savedConfigGrace,
 		gatePatience:    defaultGatePatience,
+		gcScope:         gcOwned,
 		gcPace:          defaultGCPace,
 	}
 }
