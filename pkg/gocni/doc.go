@@ -100,5 +100,10 @@
 //
 // The face takes its load lock, then its config lock; neither is held
 // while a pod's plugins run. Pod operations of one sandbox are serialized
-// by the engine; see package ocicni.
+// by the engine, across every face and engine on the cache dir: many
+// faces in one process (one per allocation, as Nomad makes them) and
+// short-lived processes (nerdctl's OCI hooks) run one operation per
+// sandbox at a time. An engine starts no background retry in its first
+// [ocicni.HealPolicy].StartDelay, so a hook process that exits sooner
+// cuts none off. See package ocicni, "Locking".
 package cni
