@@ -83,55 +83,35 @@
 // # Locking
 //
 // On one node, at most one CNI operation per sandbox runs at a time,
-// whichever engine or process runs it: every manager on the same cache
-// dir, in this process or another (a go-cni face, a hook process,
-// ocicnitool, a runtime's old and new process during an upgrade), takes
-// the same locks. Operations on different sandboxes run concurrently.
-// This section is the one full statement of the lock order.
-//
-// A sandbox has two locks: a mutex in the manager, the fast path, then a
-// lock file, <cache dir>/ocicni/locks/<sandbox ID>, locked with flock(2),
-// which the kernel releases when its holder's process dies. The file
-// goes with the sandbox's order record. The GC gate has two halves too:
-// the manager's gate, then the node gate, the lock file .node beside
-// them, which GC's verb phase holds exclusively in whatever engine runs
-// it.
-//
-// The lock order is: the gate, the node gate, the sandbox's mutex, the
-// sandbox's lock file.
+// whichever engine or process on the cache dir runs it; different
+// sandboxes run concurrently. The lock order (stated here only): the
+// gate, the node gate, the sandbox's mutex, its lock file. The lock file,
+// <cache dir>/ocicni/locks/<ID>, is an flock(2) that the kernel releases
+// when its holder dies, and goes with the sandbox's record; the node gate
+// (.node beside it) is the half of the gate that all engines share.
 //   - A pod operation takes both gates shared, then its sandbox's locks. A
-//     background rollback (see "Setup") drops the gates and keeps only the
-//     sandbox's locks; a heal retry (see "Healing") takes only the
-//     sandbox's locks. So no node-wide lock is held while their plugins run.
-//   - [Manager.GC] plans without any lock. For each stale sandbox, a DEL
-//     worker takes the gates shared and then that sandbox's locks, like a
-//     pod operation, except that it does not wait for a lock file that
-//     another engine holds: it leaves that sandbox alone. A worker that
-//     gives way to setups waits for its turn before taking them, and rests
-//     after releasing them. GC holds both gates exclusively, and no
+//     background rollback (see "Setup") drops the gates, and a heal retry
+//     takes only the sandbox's locks: no node-wide lock while they run.
+//   - [Manager.GC] plans without any lock. Each DEL worker takes locks as
+//     a pod operation does, but leaves alone a sandbox whose lock file
+//     another engine holds; one that gives way to setups waits for its
+//     turn before taking them. GC holds both gates exclusively, and no
 //     sandbox lock, only while it sends the GC verbs (at most 10 s).
 //   - Nothing waits for a gate exclusively while holding it shared or
 //     holding a sandbox's lock, so GC and pod operations cannot deadlock.
 //   - A setup or teardown waits for its admission (see "Admission") only
 //     once it holds its sandbox's locks, and its slot waits for nothing.
-//   - The manager's other locks (the tracker of setups in flight, the
-//     healer's schedule, the admission queues) are leaves: taken under
-//     any of these, never held while waiting for anything.
+//   - The manager's other locks (setups in flight, the heal schedule, the
+//     admission queues) are leaves.
 //
 // A pod operation therefore waits at most for GC's DELs of its own sandbox,
-// or for the GC verbs, never for a whole GC, and never for another
-// sandbox's plugins. The gate prefers pod operations within bounds: GC
-// takes it when no operation is in flight; on a node that has no such
-// moment within a second, it holds new operations back for at most 200 ms
-// at a time while those in flight finish, so a new operation waits at most
-// that long for a GC waiting for the gate. The node gate is held back the
-// same way, 200 ms at a time: when other engines' operations do not
-// finish by then, GC lets its own and theirs in and tries again. If GC's context ends first, it
-// skips the verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The
-// network set is an atomic pointer, so neither [Manager.Status] nor a new
-// pod ever waits for a reload or for another pod's plugins, and no lock
-// that they need is held while a plugin runs. Every lock wait respects the
-// context.
+// or for the GC verbs, never for a whole GC or another sandbox's plugins.
+// GC takes the gates when no operation is in flight; failing that within
+// a second, it holds new operations back for at most 200 ms at a time
+// while those in flight finish. If GC's context ends first, it skips the
+// verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The network set is an atomic pointer, so
+// neither [Manager.Status] nor a new pod ever waits for a reload or for
+// another pod's plugins. Every lock wait respects the context.
 //
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
@@ -337,11 +317,9 @@
 // [WithHealing]). The retry state lives in the
 // order record, so a later manager on the same cache dir resumes it, and
 // [Manager.PendingTeardowns] lists it. A retry reads the record again
-// under the sandbox's locks, so managers that resume the same retries
-// run each due DEL once. A manager runs no retry in its first
-// [HealPolicy].StartDelay, so a process that lives for one call (an OCI
-// hook, a CLI command) cuts none off as it exits; its retries stay
-// recorded for a manager that lives longer. A setup of the same sandbox ID
+// under the sandbox's locks, so managers that resume the same retries run
+// each due DEL once; none runs in a manager's first
+// [HealPolicy].StartDelay, so a one-call process cuts none off. A setup of the same sandbox ID
 // that runs ADD cancels it. Every retry reaches the [PluginHook] with
 // Reason "heal".
 //
@@ -415,29 +393,24 @@
 //
 // [Manager.GC] deletes the attachments that no valid pod owns, of those
 // this library owns: every attachment its order records name, whatever
-// the network (one whose file is gone is deleted with the config saved at
-// ADD), and the other cache entries of the networks loaded. Other runtimes
-// may share the cache dir (the default one, /var/lib/cni): the entries
-// that no record names of networks not loaded are theirs, and GC leaves
-// them as they are and reports none of them. [WithGCAllNetworks] collects
-// those too, with their cached config, for a runtime that alone uses its
-// cache dir; [WithGCScopedToLoadedNetworks] limits GC, as libcni's
-// GCNetworkList, to the networks loaded, recorded or not. The records do
-// not tell one manager from another: managers of this library that share
-// a cache dir each collect the others' recorded attachments that their
-// valid pods do not name. Corrupt entries and attachments recorded at ADD
-// but never cached (a failed setup whose rollback failed, a crash during
-// ADD) are deleted with the loaded config inside the netns recorded at
-// ADD. A corrupt entry's file goes once its DEL succeeded; a recorded
-// attachment without any config is [Orphaned] and stays recorded for the
-// next GC. It then sends the GC verb, with the valid attachments (never
-// a nil list, which libcni reads as "delete everything"), to networks at
-// 1.1.0 or later that do not set disableGC. A valid pod's attachments are
-// the union of the networks it names, every cache entry and recorded
-// attachment of its ID, and, when it names none, the default network on
-// eth0: listing more can only protect more. [Manager.GCOutcomes] is GC
-// that also returns the [Outcome] of every stale attachment it acted on
-// or could not act on.
+// the network (one whose file is gone with the config saved at ADD), and
+// the other cache entries of the networks loaded. The other entries of a
+// shared cache dir (the default, /var/lib/cni) are other runtimes': GC
+// leaves and reports none of them. [WithGCAllNetworks] collects those
+// too; [WithGCScopedToLoadedNetworks] limits GC, as libcni's
+// GCNetworkList, to the networks loaded. Managers of this library that
+// share a cache dir each collect the others' recorded attachments that
+// their valid pods do not name. Corrupt entries and attachments recorded
+// but never cached (a failed rollback, a crash during ADD) are deleted
+// with the loaded config inside the netns recorded at ADD; a recorded
+// attachment without any config is [Orphaned] and stays recorded. GC then
+// sends the GC verb, with the valid attachments (never a nil list, which
+// libcni reads as "delete everything"), to networks at 1.1.0 or later
+// that do not set disableGC. A valid pod's attachments are the networks
+// it names, every cache entry and recorded attachment of its ID, and,
+// when it names none, the default network on eth0. [Manager.GCOutcomes]
+// is GC that also returns the [Outcome] of every stale attachment it
+// acted on or could not act on.
 //
 // GC does not stop pod operations while it runs (see "Locking"). It plans
 // without a lock, from one listing of the cache and one reading of the
@@ -460,20 +433,17 @@
 // that sandbox, not during them), and passes its attachments to the GC
 // verb as valid. As the exclusive gate waits for every setup in flight, a
 // plugin's GC never sees a half-set-up pod, and never releases what a pod
-// being set up holds. The same holds for the setups of other engines on
-// the cache dir, whose valid pods this GC does not see: GC leaves alone a
-// sandbox whose lock file another engine holds, or that another engine
-// still running worked on within 10 s before GC began or since (its
-// lock file's stamp says who and when), and passes its attachments to
-// the GC verb as valid. The next GC collects it if it is stale.
+// being set up holds. Likewise GC leaves alone, and passes to the verb
+// as valid, a sandbox that another engine still running holds or worked
+// on within 10 s before GC began or since (its lock file's stamp says who
+// and when); the next GC collects it if it is stale.
 //
 // # Cache layout
 //
 // The cache dir is read and written only through one store below the
-// engine (internal/ledger), which owns the order records, the saved
-// configs, libcni's cache entries as the engine sees them and the lock
-// files, and uses package [cache] for them. That package also keeps the
-// order records outside libcni's results directory and, on
+// engine (internal/ledger, on package [cache]): records, saved configs,
+// libcni's entries and lock files. [cache] keeps the order records
+// outside libcni's results directory and, on
 // Linux, an index of that directory's names current through inotify
 // ([cache.Cache.IndexResults]), so that a full node's teardowns cost what
 // an empty node's do.
