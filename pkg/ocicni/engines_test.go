@@ -563,3 +563,18 @@ func TestEngineProcess(t *testing.T) {
 		require.FailNow(t, "unknown job", job.Job)
 	}
 }
+
+// GC that cannot use the lock files (here their directory is a file)
+// cannot keep other engines out of its verb phase, nor tell what they
+// worked on lately: it sends no GC verb, which could release what they
+// hold, and says so.
+func TestGCVerbsWaitWhenLockFilesAreUnusable(t *testing.T) {
+	e := newEnginesEnv(t)
+	m := e.engine()
+	require.NoError(t, os.MkdirAll(filepath.Join(e.cacheDir, "ocicni"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(e.cacheDir, "ocicni", "locks"), nil, 0o600))
+	err := m.GC(e.ctx(), nil)
+	require.ErrorIs(t, err, ErrGCVerbsSkipped)
+	assert.ErrorContains(t, err, "other engines")
+	assert.Empty(t, e.calls("GC"), "no plugin got the GC verb")
+}

@@ -112,7 +112,9 @@ func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPl
 	}
 	defer unlock()
 	m.protectSetups(g, watch, set)
-	m.protectOthersWork(g, watch, set)
+	if err := m.protectOthersWork(g, watch, set); err != nil {
+		return skippedVerbs(targets, fmt.Errorf("telling which sandboxes other engines worked on: %w", err))
+	}
 	return m.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
 }
 
@@ -171,17 +173,19 @@ func gcTargets(set *networkSet) []string {
 // sandboxes that other engines worked on lately (see
 // [Manager.othersWorkedOn]): GC's valid pods may not know of them yet.
 // The caller holds the node gate exclusively, so no other engine's setup
-// is in flight.
-func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSet) {
+// is in flight. When the lock files cannot be listed it returns why, and
+// the verbs wait for the next GC.
+func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSet) error {
 	recent, err := m.store.led.RecentWork(watch.began.Add(-othersWorkGrace))
 	if err != nil {
-		m.log.WithError(err).Warn("GC cannot tell which sandboxes other engines worked on; it sends the GC verb without them")
+		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(recent)) {
 		if m.othersWorkedOn(recent[id], watch) {
 			g.valid.addAll(id, m.store.takeInventory(id, nil, set, m.log.WithField("sandbox", id)))
 		}
 	}
+	return nil
 }
 
 // protectSetups adds to the valid attachments everything of the sandboxes
