@@ -575,6 +575,6 @@ func TestGCVerbsWaitWhenLockFilesAreUnusable(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(e.cacheDir, "ocicni", "locks"), nil, 0o600))
 	err := m.GC(e.ctx(), nil)
 	require.ErrorIs(t, err, ErrGCVerbsSkipped)
-	assert.ErrorContains(t, err, "other engines")
+	require.ErrorContains(t, err, "other engines")
 	assert.Empty(t, e.calls("GC"), "no plugin got the GC verb")
 }
