@@ -36,8 +36,8 @@ type Admission struct {
 const Unbounded = -1
 
 // defaultAdmission derives the bounds from the CPUs the process may use:
-// plugin runs are Go binaries starting up, so CPU-bound. See BENCHMARKS.md,
-// "After issue 30", for the bounds measured against each other.
+// plugin runs are Go binaries starting up, so CPU-bound. BENCHMARKS.md
+// has the bounds measured against each other (BenchmarkBurstBounds).
 func defaultAdmission() Admission {
 	cpus := runtime.GOMAXPROCS(0)
 	return Admission{Setup: 2 * cpus, Teardown: 8 * cpus, Overtime: time.Second}

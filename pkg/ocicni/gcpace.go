@@ -22,8 +22,8 @@ type gcPace struct {
 // are set up. Plugin runs are CPU-bound process starts, and on a small
 // node any CPU they use slows the setups beside them, whatever their
 // priority; only not running does not. A rest of 3 keeps setups during
-// GC within issue 16's targets, and a longer one only made GC longer
-// (see BENCHMARKS.md, "GC pacing and workers").
+// GC within their targets, and a longer one only made GC longer (see
+// BENCHMARKS.md, "GC pacing and workers").
 var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
 // gcSandboxHook is nil outside tests. A _test.go file sets it, before any
