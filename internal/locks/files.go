@@ -73,9 +73,6 @@ func (s Stamp) Live() bool {
 	return processAlive(pid)
 }
 
-// Dir returns the directory of the lock files.
-func (fl *Files) Dir() string { return fl.dir }
-
 // Owner returns the owner that this holder's releases stamp.
 func (fl *Files) Owner() string { return fl.owner }
 
