@@ -152,7 +152,10 @@ func TestFilesNodeGate(t *testing.T) {
 	wdone, w := lockAsync(func() (*FileLock, error) { return fl.LockNode(bg, time.Hour) })
 	// The writer closes the turnstile: a new reader waits.
 	require.Eventually(t, func() bool {
-		_, err := fl.RLockNode(ctxEnded(t))
+		l, err := fl.RLockNode(ctxEnded(t))
+		if err == nil { // in before the writer closed the turnstile: out again
+			l.Unlock(false)
+		}
 		return errors.Is(err, context.DeadlineExceeded)
 	}, testenv.BarrierTimeout, time.Millisecond, "a new reader is held back by a waiting writer")
 	r3done, r3 := lockAsync(func() (*FileLock, error) { return fl.RLockNode(bg) })
