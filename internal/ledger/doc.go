@@ -18,15 +18,19 @@
 //
 // # Writing
 //
-// [Ledger.Commit] writes a sandbox's next record in place of the one the
-// caller read (an empty one removes it), durably, and releases the saved
-// configs that only the old one used. [Ledger.DropEntry] removes a cache
-// entry once its attachment is gone, [Ledger.RemoveStrays] what a setup
-// killed before it wrote its record left, and the config methods save,
-// read and release the configs records link. Each is one change; a
-// caller that makes several in a row (a setup's configs, then its
-// record) takes back the earlier ones when a later one fails
-// ([Ledger.UndoSaveConfig], [Ledger.Restore]).
+// [Ledger.Commit] makes one [Change] to a sandbox, whole or not at all:
+// it drops the cache entries whose attachments are gone, writes the next
+// record in place of the one the caller read (an empty one removes it),
+// durably, and then releases the saved configs that only the old record
+// used and the strays of a setup killed before it wrote its record. The
+// record is the commit point: the dropped entries wait in
+// <cache dir>/ocicni/aside/<sandbox> with the record being written, and
+// go once it is in place. A commit that a crash cut short is finished
+// (the record on disk is the one it wrote) or undone (it is not) by the
+// next holder of the sandbox's lock, or by [Ledger.RecoverCommits] at
+// start and before GC. The config methods save and read the configs
+// records link; a setup saves its configs before its record's commit,
+// and takes them back ([Ledger.UndoSaveConfig]) when the commit fails.
 //
 // # Locks
 //

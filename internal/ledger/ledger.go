@@ -69,6 +69,7 @@ func (l *Ledger) LockSandbox(ctx context.Context, id string, try bool) (*Sandbox
 	if err != nil {
 		return nil, err
 	}
+	_ = l.recoverCommit(id) // on failure, the next Commit tries again and fails
 	return &SandboxLock{l: l, id: id, file: f}, nil
 }
 

@@ -41,7 +41,7 @@ func TestReadSandbox(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(bad, []byte("{not json"), 0o600))
 	record := []cache.Attachment{{Network: "net1", IfName: "eth0", NetNS: "/var/run/netns/x"}}
-	_, err = l.Commit("sb", nil, record)
+	_, err = l.Commit("sb", Change{Next: record})
 	require.NoError(t, err)
 
 	sb := l.Read("sb")
@@ -78,11 +78,11 @@ func TestCommitReleasesUnusedConfigs(t *testing.T) {
 	d2, err := l.SaveConfig("sb", []byte(`{"name":"b"}`))
 	require.NoError(t, err)
 	both := []cache.Attachment{{Network: "a", IfName: "eth0", Config: d1}, {Network: "b", IfName: "eth1", Config: d2}}
-	_, err = l.Commit("sb", nil, both)
+	_, err = l.Commit("sb", Change{Next: both})
 	require.NoError(t, err)
 
 	one := both[1:]
-	released, err := l.Commit("sb", both, one)
+	released, err := l.Commit("sb", Change{Old: both, Next: one})
 	require.NoError(t, err)
 	require.NoError(t, released)
 	recs, err := l.ScanRecords()
@@ -101,7 +101,7 @@ func TestCommitReleasesUnusedConfigs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, one, rec)
 
-	_, err = l.Commit("sb", one, nil)
+	_, err = l.Commit("sb", Change{Old: one})
 	require.NoError(t, err)
 	rec, err = l.ReadRecord("sb")
 	require.NoError(t, err)
@@ -113,28 +113,125 @@ func TestCommitReleasesUnusedConfigs(t *testing.T) {
 	assert.Equal(t, both, rec)
 }
 
-// DropEntry removes an entry by its names or by its path; Scan reads the
-// node's entries and records once.
-func TestDropEntryAndScan(t *testing.T) {
+// Commit drops entries, by their names or by their path, with the
+// record it writes, or alone (Keep); Scan reads the node's entries and
+// records once.
+func TestCommitDropsEntries(t *testing.T) {
 	l := New(t.TempDir())
 	byNames := writeEntry(t, l, "net1", "a", "eth0")
-	byPath := writeEntry(t, l, "net1", "b", "eth0")
-	_, err := l.Commit("a", nil, []cache.Attachment{{Network: "net1", IfName: "eth0"}})
+	byPath := writeEntry(t, l, "net1", "a", "eth1")
+	other := writeEntry(t, l, "net1", "b", "eth0")
+	rec := []cache.Attachment{{Network: "net1", IfName: "eth0"}, {Network: "net1", IfName: "eth1"}}
+	_, err := l.Commit("a", Change{Next: rec})
 	require.NoError(t, err)
 
 	node, errs := l.Scan()
 	require.Empty(t, errs)
-	assert.Len(t, node.Listing.Entries, 2)
+	assert.Len(t, node.Listing.Entries, 3)
 	assert.Equal(t, []string{"a"}, node.Records.IDs)
 
-	require.NoError(t, l.DropEntry("net1", "a", "eth0", ""))
-	require.NoError(t, l.DropEntry("", "", "", byPath))
+	leftover, err := l.Commit("a", Change{Old: rec, Drop: []Entry{{Network: "net1", IfName: "eth0"}, {Path: byPath}, {Network: "net9", IfName: "eth9"}}})
+	require.NoError(t, err, "an absent entry is no error")
+	require.NoError(t, leftover)
 	for _, p := range []string{byNames, byPath} {
-		ok, err := l.EntryExists(p)
-		require.NoError(t, err)
-		assert.False(t, ok, p)
+		assert.NoFileExists(t, p)
 	}
-	require.NoError(t, l.DropEntry("net1", "a", "eth0", ""), "an absent entry is no error")
+	got, err := l.ReadRecord("a")
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	assert.NoDirExists(t, l.asideDir("a"), "nothing is left aside")
+
+	_, err = l.Commit("b", Change{Keep: true, Drop: []Entry{{Path: other}}})
+	require.NoError(t, err)
+	assert.NoFileExists(t, other)
+
+	_, err = l.Commit("b", Change{Keep: true, Drop: []Entry{{Path: filepath.Join(l.Dir(), "elsewhere")}}})
+	require.ErrorIs(t, err, cache.ErrOutsideResults)
+}
+
+// A Commit whose record cannot be written leaves the record and the
+// entries as they were.
+func TestCommitFailureLeavesEverything(t *testing.T) {
+	l := New(t.TempDir())
+	entry := writeEntry(t, l, "net1", "a", "eth0")
+	rec := []cache.Attachment{{Network: "net1", IfName: "eth0"}}
+	_, err := l.Commit("a", Change{Next: rec})
+	require.NoError(t, err)
+
+	bad := []cache.Attachment{{Network: "net1", IfName: "bad/name"}}
+	_, err = l.Commit("a", Change{Old: rec, Next: bad, Drop: []Entry{{Network: "net1", IfName: "eth0"}}})
+	require.Error(t, err)
+	assert.FileExists(t, entry, "the entry is put back")
+	got, err := l.ReadRecord("a")
+	require.NoError(t, err)
+	assert.Equal(t, rec, got)
+	assert.NoDirExists(t, l.asideDir("a"))
+}
+
+// A commit that a crash cut short is finished under the sandbox's lock
+// when its record is on disk, and undone when it is not.
+func TestCommitCutShortIsRecovered(t *testing.T) {
+	ctx := context.Background()
+	rec := []cache.Attachment{{Network: "net1", IfName: "eth0"}}
+	for _, tc := range []struct {
+		name        string
+		wroteRecord bool
+		want        bool // the entry is there after recovery
+	}{
+		{"record written", true, false},
+		{"record not written", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(t.TempDir())
+			entry := writeEntry(t, l, "net1", "a", "eth0")
+			_, err := l.Commit("a", Change{Next: rec})
+			require.NoError(t, err)
+			ch := Change{Old: rec, Drop: []Entry{{Network: "net1", IfName: "eth0"}}}
+			_, err = l.setAside("a", ch) // the crash comes after this step, or after the next
+			require.NoError(t, err)
+			assert.NoFileExists(t, entry)
+			if tc.wroteRecord {
+				require.NoError(t, l.Restore("a", ch.Next))
+			}
+
+			held, err := New(l.Dir()).LockSandbox(ctx, "a", false)
+			require.NoError(t, err)
+			held.Release()
+			assert.NoDirExists(t, l.asideDir("a"))
+			if tc.want {
+				assert.FileExists(t, entry, "the commit is undone: its entry is back")
+			} else {
+				assert.NoFileExists(t, entry, "the commit is finished")
+			}
+		})
+	}
+}
+
+// RecoverCommits recovers the commits of sandboxes nobody holds, and
+// leaves a held one to its holder.
+func TestRecoverCommits(t *testing.T) {
+	ctx := context.Background()
+	l := New(t.TempDir())
+	rec := []cache.Attachment{{Network: "net1", IfName: "eth0"}}
+	entries := map[string]string{}
+	for _, id := range []string{"free", "held"} {
+		entries[id] = writeEntry(t, l, "net1", id, "eth0")
+		_, err := l.Commit(id, Change{Next: rec})
+		require.NoError(t, err)
+		_, err = l.setAside(id, Change{Old: rec, Drop: []Entry{{Network: "net1", IfName: "eth0"}}})
+		require.NoError(t, err)
+	}
+	other := New(l.Dir())
+	held, err := other.locks.Lock(ctx, "held") // held without recovering, as a holder mid-commit
+	require.NoError(t, err)
+
+	require.NoError(t, l.RecoverCommits())
+	assert.FileExists(t, entries["free"])
+	assert.NoDirExists(t, l.asideDir("free"))
+	assert.DirExists(t, l.asideDir("held"), "its holder's to finish")
+	held.Unlock(false)
+	require.NoError(t, l.RecoverCommits())
+	assert.FileExists(t, entries["held"])
 }
 
 // A sandbox's lock file is stamped by its releases while the sandbox has
@@ -150,7 +247,7 @@ func TestSandboxLockFollowsTheRecord(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.LockSandbox(ctx, "sb", true)
 	require.ErrorIs(t, err, locks.ErrBusy, "another ledger's holder is busy")
-	_, err = a.Commit("sb", nil, []cache.Attachment{{Network: "n", IfName: "eth0"}})
+	_, err = a.Commit("sb", Change{Next: []cache.Attachment{{Network: "n", IfName: "eth0"}}})
 	require.NoError(t, err)
 	held.Release()
 	assert.FileExists(t, lockFile, "a sandbox with a record keeps its lock file")
@@ -158,7 +255,7 @@ func TestSandboxLockFollowsTheRecord(t *testing.T) {
 	held, err = b.LockSandbox(ctx, "sb", true)
 	require.NoError(t, err)
 	assert.Equal(t, a.Owner(), held.LastRelease().Owner, "the last release is stamped with its owner")
-	_, err = b.Commit("sb", []cache.Attachment{{Network: "n", IfName: "eth0"}}, nil)
+	_, err = b.Commit("sb", Change{Old: []cache.Attachment{{Network: "n", IfName: "eth0"}}})
 	require.NoError(t, err)
 	held.Release()
 	assert.NoFileExists(t, lockFile, "the lock file goes with the record")
@@ -181,7 +278,7 @@ func TestSweepLocks(t *testing.T) {
 	for _, id := range []string{"left", "recorded", "held"} {
 		require.NoError(t, os.WriteFile(filepath.Join(lockDir, id), nil, 0o600)) // as a holder that died leaves it
 	}
-	_, err := l.Commit("recorded", nil, []cache.Attachment{{Network: "n", IfName: "eth0"}})
+	_, err := l.Commit("recorded", Change{Next: []cache.Attachment{{Network: "n", IfName: "eth0"}}})
 	require.NoError(t, err)
 	held, err := New(dir).LockSandbox(ctx, "held", false)
 	require.NoError(t, err)

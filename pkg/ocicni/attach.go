@@ -272,7 +272,7 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried 
 	for i, p := range untried {
 		never[i] = p.NetAttachment
 	}
-	m.store.settle(ctx, pod.ID, recorded, nil, never, reversed, outcomes, log)
+	m.store.settle(ctx, pod.ID, settlement{recorded: recorded, never: never, plans: reversed, outcomes: outcomes}, log)
 	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		return nil
 	}

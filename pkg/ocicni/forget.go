@@ -2,12 +2,12 @@ package ocicni
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -22,8 +22,9 @@ import (
 // that config, and releases what the plugins hold. Each dropped entry is logged.
 //
 // Only pod.ID is used (and pod.NetNS, for entries that name no netns).
-// ForgetPodCache runs no plugin. It removes nothing when the record cannot
-// be written.
+// ForgetPodCache runs no plugin. The record's lines and the removals are
+// one change: when it fails, nothing is removed and the record is as it
+// was.
 func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string, error) {
 	release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
@@ -43,21 +44,20 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
 	}
-	if err := m.store.recordForgotten(ctx, pod.ID, inv, lines, log); err != nil {
-		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: recording its attachments first: %w", pod.ID, err)
+	drop := make([]ledger.Entry, len(files))
+	for i, f := range files {
+		drop[i] = ledger.Entry{Path: f.file()}
 	}
-	var removed []string
-	var errs []error
-	for _, f := range files {
-		if err := m.store.led.DropEntry("", "", "", f.file()); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed = append(removed, f.file())
+	if err := m.store.forget(ctx, pod.ID, inv, lines, drop, log); err != nil {
+		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
+	}
+	removed := make([]string, len(files))
+	for i, f := range files {
+		removed[i] = f.file()
 		log.WithFields(logrus.Fields{"network": f.Name, "ifname": f.Ifname, "file": filepath.Base(f.file())}).
 			Info("Forgot CNI cache entry; the attachment stays recorded for GC")
 	}
-	return removed, errors.Join(errs...)
+	return removed, nil
 }
 
 // forgottenLines returns the record lines of the attachments that the

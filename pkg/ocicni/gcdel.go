@@ -91,15 +91,13 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
+	s := settlement{recorded: recorded, rerr: rerr, plans: plans, outcomes: outcomes, strays: sc.strays && recorded == nil && rerr == nil}
 	if rerr != nil && m.scopeKeepsUnreadableRecords() {
 		// It may name attachments GC cannot tell: neither replaced nor removed.
 		clog.WithError(rerr).Warn("GC leaves an unreadable attachment order record as it is")
-	} else {
-		m.store.pruneStaleRecord(ctx, sc.id, recorded, rerr, plans, outcomes, clog)
+		s = settlement{plans: plans, outcomes: outcomes} // the entries alone
 	}
-	if sc.strays && recorded == nil && rerr == nil && len(errs) == 0 {
-		m.store.removeStrays(sc.id, clog)
-	}
+	m.store.pruneStaleRecord(ctx, sc.id, s, clog)
 	return outcomes, errs
 }
 

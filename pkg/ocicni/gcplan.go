@@ -71,6 +71,9 @@ func (v *validSet) addAll(id string, inv *inventory) {
 // no lock: what it reads may change before the DELs run, which recheck
 // under each container's lock.
 func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
+	if err := m.store.led.RecoverCommits(); err != nil {
+		log.WithError(err).Warn("Cannot list the record changes that a crash cut short; the next GC tries again")
+	}
 	n, errs := m.store.scanNode()
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {

@@ -126,6 +126,9 @@ func New(opts ...Option) (*Manager, error) {
 	if err := led.Open(); err != nil {
 		m.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
 	}
+	if err := led.RecoverCommits(); err != nil {
+		m.log.WithError(err).Warn("Cannot list the record changes that a crash cut short; GC tries again")
+	}
 	if !o.heal.Disabled {
 		m.wg.Add(1)
 		go func() {

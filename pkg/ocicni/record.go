@@ -17,23 +17,27 @@ import (
 // This file is the engine's one door to the attachment order records
 // (see the package doc, "Cache layout"): it alone writes, removes and
 // lists them, through the ledger. Every writer computes the next record
-// with [nextRecord] (in recordchange.go) and commits it with
-// [store.writeRecord]; every listing is [store.scanRecords].
+// with [nextRecord] (in recordchange.go) and commits it, with the cache
+// entries it drops, with [store.commit]; every listing is
+// [store.scanRecords].
 
-// writeRecord makes next sandbox id's order record, durably, in place of
-// old: an empty one is removed. The saved configs that old uses and next
-// does not are released (a failure is logged: GC removes them), and the
-// healer learns what next leaves pending, with ctx's span as the
-// operation that left it (see [healer.track]).
-func (st *store) writeRecord(ctx context.Context, id string, old, next []cache.Attachment, log *logrus.Entry) error {
-	released, err := st.led.Commit(id, old, next)
+// commit makes ch sandbox id's next state, whole or not at all (see
+// [ledger.Ledger.Commit]): its record, the cache entries it drops, the
+// saved configs it releases and the strays. What a crash or a failure
+// leaves after the record (see the ledger's leftover) is logged: GC
+// removes it. The healer learns what the record leaves pending, with
+// ctx's span as the operation that left it (see [healer.track]).
+func (st *store) commit(ctx context.Context, id string, ch ledger.Change, log *logrus.Entry) error {
+	leftover, err := st.led.Commit(id, ch)
 	if err != nil {
 		return err
 	}
-	if err := released; err != nil {
-		log.WithError(err).Warn("Cannot remove saved configs that the attachment order record no longer uses; GC removes them")
+	if leftover != nil {
+		log.WithError(leftover).Warn("Cannot remove what the attachment order record no longer uses; GC removes it")
 	}
-	st.track(id, pendingHeal(next), trace.SpanContextFromContext(ctx))
+	if !ch.Keep {
+		st.track(id, pendingHeal(ch.Next), trace.SpanContextFromContext(ctx))
+	}
 	return nil
 }
 
@@ -54,32 +58,23 @@ func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 	for _, p := range plans {
 		s, err := st.led.SaveConfigUndoable(pod.ID, p.list.Bytes)
 		if err != nil {
-			return nil, st.undoSetup(pod.ID, false, nil, saves, fmt.Errorf("saving the config of network %s: %w", p.Name, err))
+			return nil, st.undoSetup(saves, fmt.Errorf("saving the config of network %s: %w", p.Name, err))
 		}
 		saves = append(saves, s)
 		added = append(added, cache.Attachment{Network: p.Name, IfName: p.Ifname, NetNS: pod.NetNS, Config: s.Digest})
 	}
 	next, _ := nextRecord(pod.ID, old, recordChange{added: added}, st.heal, time.Now(), log)
-	if err := st.writeRecord(ctx, pod.ID, old, next, log); err != nil {
-		replaced := errors.Is(err, cache.ErrNotDurable)
-		return nil, st.undoSetup(pod.ID, replaced, old, saves, fmt.Errorf("writing the attachment order record: %w", err))
+	if err := st.commit(ctx, pod.ID, ledger.Change{Old: old, Next: next}, log); err != nil {
+		return nil, st.undoSetup(saves, fmt.Errorf("writing the attachment order record: %w", err))
 	}
 	return next, nil
 }
 
-// undoSetup takes back what a failed [store.recordSetup] of sandbox id
-// wrote, and returns cause, joined with the failures of the undo: first
-// the record, when the new one replaced old before the write failed (see
-// [cache.ErrNotDurable]; an empty old, or an unreadable one, is gone, and
-// the new record goes), then the saved configs' links and copies that
-// saves made. When the old record cannot be put back, the links stay:
-// the record on disk names them.
-func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, saves []cache.ConfigSave, cause error) error {
-	if replaced {
-		if err := st.led.Restore(id, old); err != nil {
-			return errors.Join(cause, fmt.Errorf("putting the old attachment order record back: %w", err))
-		}
-	}
+// undoSetup takes back the saved configs' links and copies that a failed
+// [store.recordSetup] made (the record is as it was: see
+// [ledger.Ledger.Commit]), and returns cause, joined with the failures of
+// the undo.
+func (st *store) undoSetup(saves []cache.ConfigSave, cause error) error {
 	errs := []error{cause}
 	for _, s := range saves {
 		if err := st.led.UndoSaveConfig(s); err != nil {
@@ -92,45 +87,87 @@ func (st *store) undoSetup(id string, replaced bool, old []cache.Attachment, sav
 	return errors.Join(errs...)
 }
 
-// recordForgotten adds lines to the sandbox's order record, as read into
-// inv, before its cache files are dropped; an unreadable record is
+// forget adds lines to the sandbox's order record, as read into inv,
+// and drops its cache files, in one commit; an unreadable record is
 // replaced.
-func (st *store) recordForgotten(ctx context.Context, id string, inv *inventory, lines []cache.Attachment, log *logrus.Entry) error {
+func (st *store) forget(ctx context.Context, id string, inv *inventory, lines []cache.Attachment, files []ledger.Entry, log *logrus.Entry) error {
 	old := inv.record
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
 		old = nil
 	}
 	next, changed := nextRecord(id, old, recordChange{forgotten: lines}, st.heal, time.Now(), log)
-	if inv.recordErr == nil && !changed {
-		return nil
-	}
-	return st.writeRecord(ctx, id, old, next, log)
+	keep := inv.recordErr == nil && !changed
+	return st.commit(ctx, id, ledger.Change{Old: old, Next: next, Keep: keep, Drop: files}, log)
 }
 
-// settle writes sandbox id's order record after DELs (a teardown, a
-// rollback, GC or a heal retry) from the record as read under the
-// sandbox's lock before the DELs (recorded, rerr); see [recordChange]
-// for what each outcome does. A failed attachment that only its cache
-// entry knew is added with the config its DEL ran with, saved, so that
-// it can be deleted when the entry is removed by hand. An unreadable
-// record cannot guide anything: it goes when no DEL failed, and is
-// replaced by the failed attachments otherwise. Failures to write are
-// logged: the record then stays as it was, which costs at most a
+// settlement is what the DELs of one operation on a sandbox (a
+// teardown, a rollback, GC or a heal retry) leave to [store.settle].
+type settlement struct {
+	// recorded and rerr are the record as read under the sandbox's lock
+	// before the DELs, and why it could not be read.
+	recorded []cache.Attachment
+	rerr     error
+	// never are attachments a setup recorded but never added.
+	never    []NetAttachment
+	plans    []*plan
+	outcomes []Outcome
+	// strays asks to remove what a setup killed before it wrote its
+	// record left, once no DEL failed: the caller found no record.
+	strays bool
+}
+
+// settle commits sandbox id's next state after DELs (see [settlement]
+// and [recordChange] for what each outcome does): the record, and the
+// cache entries of the attachments deleted or gone that libcni did not
+// remove itself. A failed attachment that only its cache entry knew is
+// added with the config its DEL ran with, saved, so that it can be
+// deleted when the entry is removed by hand. An unreadable record cannot
+// guide anything: it goes when no DEL failed, and is replaced by the
+// failed attachments otherwise. Failures to commit are logged: the
+// record and the entries then stay as they were, which costs at most a
 // harmless repeated DEL.
-func (st *store) settle(ctx context.Context, id string, recorded []cache.Attachment, rerr error, never []NetAttachment, plans []*plan,
-	outcomes []Outcome, log *logrus.Entry,
-) {
-	change := recordChange{never: never, outcomes: outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
-		return st.lineFor(plans, o, log)
+func (st *store) settle(ctx context.Context, id string, s settlement, log *logrus.Entry) {
+	change := recordChange{never: s.never, outcomes: s.outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
+		return st.lineFor(s.plans, o, log)
 	}}
-	next, changed := nextRecord(id, recorded, change, st.heal, time.Now(), log)
-	if rerr == nil && !changed {
+	next, changed := nextRecord(id, s.recorded, change, st.heal, time.Now(), log)
+	failed := slices.ContainsFunc(s.outcomes, Outcome.Failure)
+	ch := ledger.Change{
+		Old: s.recorded, Next: next, Keep: s.rerr == nil && !changed,
+		Drop: entriesToDrop(s.plans, s.outcomes), Strays: s.strays && !failed,
+	}
+	if ch.Keep && len(ch.Drop) == 0 && !ch.Strays {
 		return
 	}
-	if err := st.writeRecord(ctx, id, recorded, next, log); err != nil {
+	if err := st.commit(ctx, id, ch, log); err != nil {
 		log.WithError(err).Warn("Cannot update attachment order record")
 	}
+}
+
+// entriesToDrop returns the cache entries that the engine removes after
+// the DELs of plans (see [plan.useCache]): the file of each attachment
+// deleted, or gone, that libcni did not remove itself. libcni keeps an
+// entry whose DEL answered code 3.
+func entriesToDrop(plans []*plan, outcomes []Outcome) []ledger.Entry {
+	var out []ledger.Entry
+	for _, o := range outcomes {
+		if o.Class != Deleted && o.Class != AlreadyGone {
+			continue
+		}
+		i := slices.IndexFunc(plans, func(p *plan) bool { return p.Name == o.Network && p.Ifname == o.IfName })
+		if i < 0 || plans[i].list == nil {
+			continue
+		}
+		p := plans[i]
+		switch {
+		case !p.useCache && p.file != "":
+			out = append(out, ledger.Entry{Path: p.file})
+		case !p.useCache || o.Class == AlreadyGone:
+			out = append(out, ledger.Entry{Network: p.Name, IfName: p.Ifname})
+		}
+	}
+	return out
 }
 
 // lineFor builds the record line of a failed attachment that only its
@@ -154,15 +191,16 @@ func (st *store) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Att
 	return line, true
 }
 
-// pruneStaleRecord updates the order record of a stale container after
-// GC's DELs, from the record as read under the container's lock (see
-// [store.settle]). An unreadable record goes once no cache entry of the
-// container is left, readable or corrupt.
-func (st *store) pruneStaleRecord(ctx context.Context, id string, recorded []cache.Attachment, rerr error, plans []*plan, outcomes []Outcome, log *logrus.Entry) {
-	if rerr == nil || slices.ContainsFunc(outcomes, Outcome.Failure) {
-		st.settle(ctx, id, recorded, rerr, nil, plans, outcomes, log)
+// pruneStaleRecord settles a stale container after GC's DELs, from
+// the record as read under the container's lock (see [store.settle]).
+// An unreadable record goes once no cache entry of the container is
+// left, readable or corrupt.
+func (st *store) pruneStaleRecord(ctx context.Context, id string, s settlement, log *logrus.Entry) {
+	if s.rerr == nil || slices.ContainsFunc(s.outcomes, Outcome.Failure) {
+		st.settle(ctx, id, s, log)
 		return
 	}
+	st.settle(ctx, id, settlement{recorded: s.recorded, plans: s.plans, outcomes: s.outcomes}, log) // drops the entries alone
 	left, err := st.hasCacheFiles(id)
 	if err != nil {
 		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")
@@ -171,19 +209,9 @@ func (st *store) pruneStaleRecord(ctx context.Context, id string, recorded []cac
 	if left {
 		return
 	}
-	log.WithError(rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
-	if err := st.writeRecord(ctx, id, nil, nil, log); err != nil {
+	log.WithError(s.rerr).Warn("Removing an unreadable attachment order record; no cache entry of its container is left")
+	if err := st.commit(ctx, id, ledger.Change{}, log); err != nil {
 		log.WithError(err).Warn("Cannot remove attachment order record")
-	}
-}
-
-// removeStrays removes what a setup killed before it wrote its record may
-// have left for sandbox id: links to saved configs and a temporary record
-// (see [cache.Cache.RemoveStrays]). The caller holds the sandbox's lock
-// and found no record. A failure is logged: GC removes the strays later.
-func (st *store) removeStrays(id string, log *logrus.Entry) {
-	if err := st.led.RemoveStrays(id); err != nil {
-		log.WithError(err).Warn("Cannot remove the saved-config links of a sandbox without an attachment order record")
 	}
 }
 

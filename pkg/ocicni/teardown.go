@@ -63,10 +63,10 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []
 	}
 	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
 	err = m.teardownResult(&pod, outcomes, log)
-	m.store.settle(ctx, pod.ID, inv.record, inv.recordErr, nil, plans, outcomes, log)
-	if inv.record == nil && inv.recordErr == nil && !slices.ContainsFunc(outcomes, Outcome.Failure) {
-		m.store.removeStrays(pod.ID, log) // a setup killed before it wrote the record
-	}
+	m.store.settle(ctx, pod.ID, settlement{
+		recorded: inv.record, rerr: inv.recordErr, plans: plans, outcomes: outcomes,
+		strays: inv.record == nil && inv.recordErr == nil, // a setup killed before it wrote the record
+	}, log)
 	if err == nil {
 		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
 	}
@@ -135,12 +135,10 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		o.Class, o.Err = classify(err), err
 		switch o.Class {
 		case Deleted:
-			m.dropEntry(p, o.Class, plog)
 			if debugEnabled(log) {
 				plog().Debug("Deleted pod from CNI network")
 			}
 		case AlreadyGone:
-			m.dropEntry(p, o.Class, plog)
 			if len(p.list.Plugins) > 1 && m.opts.delStopAtCode3 {
 				// libcni stops a list's DEL at the first plugin that
 				// answers code 3, so the plugins before it in the list
@@ -183,9 +181,11 @@ func (m *Manager) del(ctx context.Context, p *plan, plog func() *logrus.Entry) e
 // first, as single-plugin lists, best effort: code 3 from one plugin does
 // not stop the others, and counts as success. libcni is kept away from
 // the cache entry (a single plugin's DEL would remove it after the first
-// success), so prevResult is not passed; the entry goes once every DEL
-// succeeded. It returns the first error other than code 3.
+// success), so prevResult is not passed, and the plan no longer uses the
+// cache: its entry goes when the DELs' outcome is committed (see
+// [entriesToDrop]). It returns the first error other than code 3.
 func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
+	p.useCache = false
 	var firstErr error
 	for i := len(p.list.Plugins) - 1; i >= 0; i-- {
 		one := &libcni.NetworkConfigList{
@@ -196,27 +196,7 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 			firstErr = err
 		}
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	return m.store.led.DropEntry(p.Name, p.id, p.Ifname, p.file)
-}
-
-// dropEntry removes the cache entry of an attachment whose DEL succeeded
-// or found nothing to delete, where libcni did not remove it itself. A
-// failure is only logged: the entry then stays, and the next teardown or
-// GC runs DEL for it again, which is harmless.
-func (m *Manager) dropEntry(p *plan, class OutcomeClass, plog func() *logrus.Entry) {
-	var err error
-	switch {
-	case !p.useCache && p.file != "":
-		err = m.store.led.DropEntry("", "", "", p.file)
-	case !p.useCache || class == AlreadyGone: // libcni did not, or keeps the entry when DEL fails
-		err = m.store.led.DropEntry(p.Name, p.id, p.Ifname, "")
-	}
-	if err != nil {
-		plog().WithError(err).Warn("Cannot remove cache entry")
-	}
+	return firstErr
 }
 
 // teardownResult applies the policy: strict failures become a
@@ -304,7 +284,7 @@ func (m *Manager) retryDELsLocked(ctx context.Context, id string) ([]Outcome, er
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	m.store.settle(dctx, id, inv.record, nil, nil, plans, outcomes, log)
+	m.store.settle(dctx, id, settlement{recorded: inv.record, plans: plans, outcomes: outcomes}, log)
 	return outcomes, nil
 }
 
