@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -72,6 +73,10 @@ func (l *Ledger) LockSandbox(ctx context.Context, id string, try bool) (*Sandbox
 	_ = l.recoverCommit(id) // on failure, the next Commit tries again and fails
 	return &SandboxLock{l: l, id: id, file: f}, nil
 }
+
+// Inheritable returns the lock file, for a plugin to inherit (see
+// [locks.FileLock.Inheritable]).
+func (s *SandboxLock) Inheritable() *os.File { return s.file.Inheritable() }
 
 // LastRelease returns who released the sandbox's lock before this holder,
 // and when; the zero Stamp when nobody did.

@@ -273,8 +273,16 @@ func (l *FileLock) Unlock(remove bool) {
 	} else if filepath.Base(l.path) != nodeFile {
 		writeStamp(l.f, l.fl.owner, time.Now())
 	}
-	_ = l.f.Close() // releases the lock
+	unflock(l.f) // for a child that inherited the file too (see Inheritable)
+	_ = l.f.Close()
 }
+
+// Inheritable returns the lock's open file, for a child process to
+// inherit (see pluginexec.WithInherited): the child then holds the lock
+// with this holder, and alone once this holder's process dies, until it
+// exits. Unlock releases it for both. The file is the lock's: the caller
+// neither closes nor uses it.
+func (l *FileLock) Inheritable() *os.File { return l.f }
 
 // Keys lists the keys that have a lock file: held now, or released and
 // stamped.

@@ -134,6 +134,40 @@ func TestFilesAcrossProcesses(t *testing.T) {
 	l.Unlock(true)
 }
 
+// A child process that inherited a held lock's file holds the lock after
+// its holder is gone, until it exits, and the holder's Unlock releases
+// it for both.
+func TestFilesInheritedByAChild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fl := NewFiles(dir)
+	inherit := func() (*FileLock, *exec.Cmd) {
+		l, err := NewFiles(dir).Lock(context.Background(), "sb")
+		require.NoError(t, err)
+		cmd := exec.Command("sleep", "60")
+		cmd.ExtraFiles = []*os.File{l.Inheritable()}
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return l, cmd
+	}
+
+	l, cmd := inherit()
+	_ = l.f.Close() // as when the holder's process dies
+	_, err := fl.TryLock("sb")
+	require.ErrorIs(t, err, ErrBusy, "the child holds it")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait() // killed
+	got, err := fl.TryLock("sb")
+	require.NoError(t, err, "the child's exit released it")
+	got.Unlock(false)
+
+	l, _ = inherit()
+	l.Unlock(false)
+	got, err = fl.TryLock("sb")
+	require.NoError(t, err, "Unlock released it for the child too")
+	got.Unlock(true)
+}
+
 // The node gate: readers share it; a writer gets it only with no reader
 // in, holds new readers back while it waits, gives up after its hold,
 // and readers wait for a writer that holds it.

@@ -38,6 +38,10 @@ func tryFlock(f *os.File, how int) (bool, error) {
 	}
 }
 
+// unflock releases f's flock(2) lock, for every process that shares f's
+// open file (a child that inherited it).
+func unflock(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
 // processAlive reports whether process pid runs (or cannot be told not
 // to: a process of another user answers EPERM).
 func processAlive(pid int) bool {

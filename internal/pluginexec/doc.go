@@ -27,6 +27,8 @@
 //     context's (see [NotStarted]).
 //   - A binary that is being written ("text file busy") is retried, as
 //     invoke.RawExec does.
+//   - A file carried by the context ([WithInherited]), a held lock file,
+//     is the plugin's file descriptor 3.
 //
 // Elsewhere [NewRaw] is invoke.RawExec.
 //

@@ -113,6 +113,7 @@ func (e *groupExec) run(ctx context.Context, pluginPath string, stdinData []byte
 	cmd := exec.CommandContext(ctx, pluginPath)
 	cmd.Env = environ
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files.stdinR, files.stdout, files.stderr
+	cmd.ExtraFiles = inheritedOf(ctx)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = e.waitDelay

@@ -61,6 +61,7 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) (_ []
 	if err != nil {
 		return nil, err
 	}
+	ctx = lease.sandbox.bind(ctx)
 	release := m.setups.begin(pod.ID, atts, lease.release) // GC leaves a pod being set up alone (see Manager.GC)
 	log := m.podLog(&pod)
 	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing

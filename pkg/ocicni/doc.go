@@ -87,8 +87,10 @@
 // sandboxes run concurrently. The lock order (stated here only): the
 // gate, the node gate, the sandbox's mutex, its lock file. The lock file,
 // <cache dir>/ocicni/locks/<ID>, is an flock(2) that the kernel releases
-// when its holder dies, and goes with the sandbox's record; the node gate
-// (.node beside it) is the half of the gate that all engines share.
+// when its holder dies, and goes with the sandbox's record. The plugins
+// of an operation inherit it, so that a plugin left running by a killed
+// process keeps the sandbox until it exits. The node gate (.node beside
+// it) is the half of the gate that all engines share.
 //   - A pod operation takes both gates shared, then its sandbox's locks. A
 //     background rollback (see "Setup") drops the gates, and a heal retry
 //     takes only the sandbox's locks: no node-wide lock while they run.
@@ -109,9 +111,10 @@
 // GC takes the gates when no operation is in flight; failing that within
 // a second, it holds new operations back for at most 200 ms at a time
 // while those in flight finish. If GC's context ends first, it skips the
-// verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The network set is an atomic pointer, so
-// neither [Manager.Status] nor a new pod ever waits for a reload or for
-// another pod's plugins. Every lock wait respects the context.
+// verbs ([ErrGCVerbsSkipped]) and the next GC sends them. The network
+// set is an atomic pointer, so neither [Manager.Status] nor a new pod
+// ever waits for a reload or for another pod's plugins. Every lock wait
+// respects the context.
 //
 // A pod operation that names a network that is not loaded asks for a
 // reload and waits for it (and, while the network only waits for a VERSION
@@ -442,9 +445,13 @@
 //
 // The cache dir is read and written only through one store below the
 // engine (internal/ledger, on package [cache]): records, saved configs,
-// libcni's entries and lock files. [cache] keeps the order records
-// outside libcni's results directory and, on
-// Linux, an index of that directory's names current through inotify
-// ([cache.Cache.IndexResults]), so that a full node's teardowns cost what
-// an empty node's do.
+// libcni's entries and lock files. A sandbox's change (its next record,
+// the entries it drops, the configs it releases) is one commit, whole or
+// not at all: the dropped entries wait in <cache dir>/ocicni/aside with
+// the record being written, and a commit that a crash cut short is
+// finished or undone when its sandbox is next locked, when an engine
+// starts, and before GC. [cache] keeps the order records outside
+// libcni's results directory and, on Linux, an index of that directory's
+// names current through inotify ([cache.Cache.IndexResults]), so that a
+// full node's teardowns cost what an empty node's do.
 package ocicni

@@ -494,9 +494,11 @@ type engineJob struct {
 	// Job is "heal" (resume the pending retries, exit once none is
 	// left) or "gc" (run GC with the IDs of the Valid file as valid pods,
 	// again and again, writing the count to the Count file, until the
-	// Stop file exists).
+	// Stop file exists), or "teardown" (tear the pod ID in NetNS down,
+	// then wait to be killed).
 	Job                string
 	Valid, Stop, Count string
+	ID, NetNS          string
 }
 
 const engineJobEnv = "OCICNI_ENGINE_JOB"
@@ -559,9 +561,49 @@ func TestEngineProcess(t *testing.T) {
 			require.NoError(t, writeAtomic(job.Count, strconv.Itoa(n)))
 		}
 		require.NoError(t, m.Shutdown())
+	case "teardown":
+		m, err := New(append(opts, WithoutHealing())...)
+		require.NoError(t, err)
+		require.NoError(t, m.TearDownPodWithContext(context.Background(), PodNetwork{ID: job.ID, NetNS: job.NetNS}))
+		select {} // the test kills it
 	default:
 		require.FailNow(t, "unknown job", job.Job)
 	}
+}
+
+// An engine process killed in the middle of a DEL leaves its plugin
+// running, and the plugin keeps the sandbox locked until it exits: the
+// teardown that another engine runs next waits for it, and the two
+// DELs do not overlap.
+func TestKilledEngineLeavesTheLockToItsPlugin(t *testing.T) {
+	t.Parallel()
+	e := newEnginesEnv(t)
+	m := e.engine()
+	e.m = m // for assertClean
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	cmd := e.startEngineProcess(engineJob{Job: "teardown", ID: pod.ID, NetNS: pod.NetNS})
+	require.Eventually(t, func() bool {
+		calls, err := calllog.Read(e.logFile)
+		return err == nil && len(calllog.Filter(calls, "DEL")) > 0
+	}, testenv.BarrierTimeout, 5*time.Millisecond, "the engine process's DEL starts")
+	require.NoError(t, cmd.Process.Kill())
+	killedAt := time.Now()
+	_ = cmd.Wait() // killed
+
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+	spans := e.requireNoOverlap()
+	var dels []calllog.Span
+	for _, sp := range spans {
+		if sp.Verb == "DEL" && sp.ContainerID == pod.ID {
+			dels = append(dels, sp)
+		}
+	}
+	require.Len(t, dels, 2, "the killed engine's DEL, then this engine's")
+	assert.True(t, dels[0].End.After(killedAt), "the engine was killed while its plugin ran")
+	e.assertClean(pod, "multi")
 }
 
 // GC that cannot use the lock files (here their directory is a file)

@@ -26,7 +26,7 @@ import (
 // one change: when it fails, nothing is removed and the record is as it
 // was.
 func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string, error) {
-	release, log, err := m.beginPodOp(ctx, &pod)
+	ctx, release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}

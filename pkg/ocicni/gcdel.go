@@ -72,6 +72,7 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 		return notAcquired(sc, err)
 	}
 	defer l.release()
+	ctx = l.sandbox.bind(ctx)
 	if m.leaveAlone(l, sc.id, watch, clog) {
 		return nil, nil
 	}

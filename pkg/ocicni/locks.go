@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
+	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
 )
 
 // defaultGatePatience lets pods in for a second before GC holds them
@@ -70,6 +71,16 @@ func (l *podLease) release() {
 type sandboxLock struct {
 	file   *ledger.SandboxLock
 	unlock func() // the keyed lock's
+}
+
+// bind returns ctx marking the plugins run under it to inherit the lock
+// file (see [pluginexec.WithInherited]): a plugin that outlives this
+// process, killed in the middle of an operation, keeps the sandbox
+// locked until it exits, so that no other engine runs a plugin on the
+// sandbox beside it. The plugins must have ended when the lock is
+// released.
+func (l *sandboxLock) bind(ctx context.Context) context.Context {
+	return pluginexec.WithInherited(ctx, l.file.Inheritable())
 }
 
 // lockSandbox takes sandbox id's lock in pods, then its lock file, which
@@ -141,16 +152,17 @@ func (m *Manager) lockNode(ctx context.Context) (func(), error) {
 }
 
 // beginPodOp validates the pod's identity and takes its locks, for the
-// verbs that need nothing else checked first.
-func (m *Manager) beginPodOp(ctx context.Context, pod *PodNetwork) (func(), *logrus.Entry, error) {
+// verbs that need nothing else checked first. The plugins run under the
+// context it returns hold the pod's lock file (see [sandboxLock.bind]).
+func (m *Manager) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Context, func(), *logrus.Entry, error) {
 	if err := checkPodArgs(pod); err != nil {
-		return nil, nil, err
+		return ctx, nil, nil, err
 	}
 	l, err := m.lease(ctx, pod.ID, false)
 	if err != nil {
-		return nil, nil, err
+		return ctx, nil, nil, err
 	}
-	return l.release, m.podLog(pod), nil
+	return l.sandbox.bind(ctx), l.release, m.podLog(pod), nil
 }
 
 func (m *Manager) podLog(pod *PodNetwork) *logrus.Entry {

@@ -33,7 +33,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 	if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
-	release, log, err := m.beginPodOp(ctx, &pod)
+	ctx, release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}

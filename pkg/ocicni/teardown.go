@@ -44,7 +44,7 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []
 			return nil, err
 		}
 	}
-	release, log, err := m.beginPodOp(ctx, &pod)
+	ctx, release, log, err := m.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +251,7 @@ func (m *Manager) retryDELsLocked(ctx context.Context, id string) ([]Outcome, er
 		return nil, err // shutting down: the record keeps the retry for the next manager
 	}
 	defer sb.release()
+	ctx = sb.bind(ctx)
 	log := m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
 	set := m.snapshot()
 	inv := m.store.takeInventory(id, nil, set, log)
