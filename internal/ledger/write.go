@@ -1,6 +1,13 @@
 package ledger
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -20,3 +27,39 @@ func (l *Ledger) UndoSaveConfig(s cache.ConfigSave) error { return l.c.UndoSaveC
 // RemoveUnusedConfig removes a shared copy of a saved config that no
 // record links (see [cache.Cache.RemoveSavedConfig]).
 func (l *Ledger) RemoveUnusedConfig(sc cache.SavedConfig) error { return l.c.RemoveSavedConfig(sc) }
+
+// retriesMark is the file whose modification time says when a record
+// last came to leave a DEL retry pending, in any engine or process: node
+// state beside the node gate's files, which no sandbox owns.
+func (l *Ledger) retriesMark() string { return filepath.Join(l.c.Dir(), "ocicni", "locks", ".retries") }
+
+// MarkRetries tells the node's other engines that a record now leaves a
+// DEL retry pending (see [Ledger.RetriesMarked]), so that one that lives
+// longer than the process that wrote it adopts the retry.
+func (l *Ledger) MarkRetries() error {
+	p := l.retriesMark()
+	now := time.Now()
+	err := os.Chtimes(p, now, now)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+				err = errors.Join(f.Close(), os.Chtimes(p, now, now))
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: marking a pending DEL retry: %w", err)
+	}
+	return nil
+}
+
+// RetriesMarked returns when a record last came to leave a DEL retry
+// pending (see [Ledger.MarkRetries]); the zero time when none did.
+func (l *Ledger) RetriesMarked() time.Time {
+	fi, err := os.Stat(l.retriesMark())
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}

@@ -494,8 +494,9 @@ type engineJob struct {
 	// Job is "heal" (resume the pending retries, exit once none is
 	// left) or "gc" (run GC with the IDs of the Valid file as valid pods,
 	// again and again, writing the count to the Count file, until the
-	// Stop file exists), or "teardown" (tear the pod ID in NetNS down,
-	// then wait to be killed).
+	// Stop file exists), "teardown" (tear the pod ID in NetNS down,
+	// then wait to be killed) or "teardown-exit" (tear it down and
+	// exit, as a one-call process: an OCI hook).
 	Job                string
 	Valid, Stop, Count string
 	ID, NetNS          string
@@ -566,9 +567,39 @@ func TestEngineProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, m.TearDownPodWithContext(context.Background(), PodNetwork{ID: job.ID, NetNS: job.NetNS}))
 		select {} // the test kills it
+	case "teardown-exit":
+		m, err := New(opts...) // healing on, by default
+		require.NoError(t, err)
+		err = m.TearDownPodWithContext(context.Background(), PodNetwork{ID: job.ID, NetNS: job.NetNS})
+		t.Logf("teardown: %v", err)
 	default:
 		require.FailNow(t, "unknown job", job.Job)
 	}
+}
+
+// A DEL that failed in a process that exited at once (an OCI hook's) is
+// retried by an engine that runs longer and started before: it adopts
+// the retry that the other process recorded, with no further call.
+func TestLongLivedEngineAdoptsAnotherProcessRetry(t *testing.T) {
+	t.Parallel()
+	e := newEnginesEnv(t)
+	m := e.engine(WithHealing(engineHeal))
+	e.m = m // for requireHealed
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	e.setFault(true)
+	hook := e.startEngineProcess(engineJob{Job: "teardown-exit", ID: pod.ID, NetNS: pod.NetNS})
+	require.NoError(t, hook.Wait())
+	pending, err := m.PendingTeardowns()
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the hook's DEL failed and left a retry")
+	e.setFault(false)
+
+	e.requireHealed(m, pod, "multi")
+	e.requireNoOverlap()
+	e.assertClean(pod, "multi")
 }
 
 // An engine process killed in the middle of a DEL leaves its plugin

@@ -42,7 +42,9 @@ type HealPolicy struct {
 	// retry; 10 s by default. A process that lives for one call (an OCI
 	// hook, a CLI command) so starts no retry that it could not finish
 	// before it exits: the retries stay recorded for a manager that lives
-	// longer. The retries that fall due earlier wait for it.
+	// longer, which resumes them at its start, or adopts them within
+	// Initial (at most 2 s) when it runs already. The retries that fall
+	// due earlier wait for it.
 	StartDelay time.Duration
 	// Disabled turns the background retries off (see [WithoutHealing]).
 	Disabled bool
@@ -269,10 +271,45 @@ func (h *healer) ran(id string) {
 	}
 }
 
-// resume schedules the retries that earlier managers recorded (see
+// retrySource is where a healer finds the retries that records leave
+// pending, whichever engine or process wrote them: the store.
+type retrySource interface {
+	// pendingRetries scans every record (see [store.pendingRetries]).
+	pendingRetries(log *logrus.Entry) map[string]healState
+	// retriesMarked is when a record last came to leave a retry pending
+	// (see [ledger.Ledger.RetriesMarked]).
+	retriesMarked() time.Time
+}
+
+// adoptEvery is how often a running healer looks whether another engine
+// or process recorded a retry (one stat of the mark): its policy's
+// Initial, at most 2 s.
+func (h *healer) adoptEvery() time.Duration { return min(h.policy.Initial, 2*time.Second) }
+
+// adopt schedules every retry that the records leave pending when the
+// mark moved past seen, and returns the mark; the records of retries
+// that other engines and processes left are so read again.
+func (h *healer) adopt(src retrySource, seen time.Time) time.Time {
+	mark := src.retriesMarked()
+	if !mark.After(seen) {
+		return seen
+	}
+	pending := src.pendingRetries(h.log)
+	for id, st := range pending {
+		h.track(id, st, trace.SpanContext{})
+	}
+	if len(pending) > 0 && debugEnabled(h.log) {
+		h.log.WithField("sandboxes", len(pending)).Debug("Adopted the DEL retries that the records leave pending")
+	}
+	return mark
+}
+
+// resume schedules the retries that the records leave pending (see
 // [healer.run]), then waits for the policy's StartDelay; false when ctx
-// ended first.
-func (h *healer) resume(ctx context.Context, resumed map[string]healState) bool {
+// ended first. It returns the retries' mark as it was before the scan.
+func (h *healer) resume(ctx context.Context, src retrySource) (time.Time, bool) {
+	mark := src.retriesMarked()
+	resumed := src.pendingRetries(h.log)
 	for id, st := range resumed {
 		h.track(id, st, trace.SpanContext{})
 	}
@@ -283,21 +320,26 @@ func (h *healer) resume(ctx context.Context, resumed map[string]healState) bool 
 	defer start.Stop()
 	select {
 	case <-start.C:
-		return true
+		return mark, true
 	case <-ctx.Done():
-		return false
+		return mark, false
 	}
 }
 
-// run schedules the retries that earlier managers recorded (resumed: by
-// sandbox, when its first is due), waits for the policy's StartDelay,
-// then runs retries as they fall due, at most h.limit() at a time, until
-// ctx ends. Retries in flight then finish
-// within their own timeout; Shutdown waits for them.
-func (h *healer) run(ctx context.Context, resumed map[string]healState) {
-	if !h.resume(ctx, resumed) {
+// run schedules the retries that the records leave pending, waits for
+// the policy's StartDelay, then runs retries as they fall due, at most
+// h.limit() at a time, until ctx ends, and adopts those that other
+// engines and processes record meanwhile (see [healer.adopt]). Retries
+// in flight then finish within their own timeout; Shutdown waits for
+// them.
+func (h *healer) run(ctx context.Context, src retrySource) {
+	seen, ok := h.resume(ctx, src)
+	if !ok {
 		return
 	}
+	seen = h.adopt(src, seen)
+	adopt := time.NewTicker(h.adoptEvery())
+	defer adopt.Stop()
 	finished := make(chan struct{}, h.policy.Concurrency) // one send per retry, never blocking
 	running := 0
 	timer := time.NewTimer(time.Hour)
@@ -334,6 +376,8 @@ func (h *healer) run(ctx context.Context, resumed map[string]healState) {
 		case <-finished:
 			running--
 		case <-h.wake:
+		case <-adopt.C:
+			seen = h.adopt(src, seen)
 		case <-ctx.Done():
 			return
 		}

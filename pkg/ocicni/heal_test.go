@@ -451,7 +451,7 @@ func TestHealYieldsToSetups(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.run(ctx, map[string]healState{"a": {due: time.Unix(1, 0)}, "b": {due: time.Unix(1, 0)}, "c": {due: time.Unix(1, 0)}})
+		h.run(ctx, fixedRetries{"a": {due: time.Unix(1, 0)}, "b": {due: time.Unix(1, 0)}, "c": {due: time.Unix(1, 0)}})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -497,3 +497,10 @@ func TestHealYieldsToSetups(t *testing.T) {
 	close(release["a"])
 	assert.Equal(t, "c", wait("third retry, after the first finished"))
 }
+
+// fixedRetries is a retrySource whose records leave the same retries
+// pending at every scan, and that is never marked.
+type fixedRetries map[string]healState
+
+func (f fixedRetries) pendingRetries(*logrus.Entry) map[string]healState { return f }
+func (fixedRetries) retriesMarked() time.Time                            { return time.Time{} }

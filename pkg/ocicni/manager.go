@@ -133,7 +133,7 @@ func New(opts ...Option) (*Manager, error) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.healer.run(m.ctx, m.store.pendingRetries(m.log))
+			m.healer.run(m.ctx, m.store)
 		}()
 	}
 	return m, nil

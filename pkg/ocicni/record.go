@@ -26,7 +26,8 @@ import (
 // saved configs it releases and the strays. What a crash or a failure
 // leaves after the record (see the ledger's leftover) is logged: GC
 // removes it. The healer learns what the record leaves pending, with
-// ctx's span as the operation that left it (see [healer.track]).
+// ctx's span as the operation that left it (see [healer.track]), and a
+// retry left pending is marked for the other engines to adopt.
 func (st *store) commit(ctx context.Context, id string, ch ledger.Change, log *logrus.Entry) error {
 	leftover, err := st.led.Commit(id, ch)
 	if err != nil {
@@ -36,7 +37,13 @@ func (st *store) commit(ctx context.Context, id string, ch ledger.Change, log *l
 		log.WithError(leftover).Warn("Cannot remove what the attachment order record no longer uses; GC removes it")
 	}
 	if !ch.Keep {
-		st.track(id, pendingHeal(ch.Next), trace.SpanContextFromContext(ctx))
+		hs := pendingHeal(ch.Next)
+		if !hs.due.IsZero() {
+			if err := st.led.MarkRetries(); err != nil {
+				log.WithError(err).Warn("Cannot tell other engines of a pending DEL retry; this one retries it while it runs")
+			}
+		}
+		st.track(id, hs, trace.SpanContextFromContext(ctx))
 	}
 	return nil
 }
@@ -279,6 +286,10 @@ func pendingOf(id string, a cache.Attachment) (PendingTeardown, bool) {
 		Attempts: h.Attempts, Since: h.Since, NextAttempt: h.Next, LastError: h.LastError, GaveUp: h.GaveUp,
 	}, true
 }
+
+// retriesMarked is when a record last came to leave a DEL retry pending,
+// in any engine or process (see [ledger.Ledger.RetriesMarked]).
+func (st *store) retriesMarked() time.Time { return st.led.RetriesMarked() }
 
 // pendingRetries returns, by sandbox, what its order record leaves for
 // healing: what the healer resumes at start. Unreadable records are left
