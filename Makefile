@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control
+.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control
 
 help: ## List the targets
 	@echo "Targets:"
@@ -78,3 +78,12 @@ e2e-buildkit-control: ## Only the control: stock BuildKit v0.34.2 (go-cni v1.1.1
 
 e2e-buildkit-compile: ## BuildKit v0.34.2 with go-cni rewritten to pkg/gocni: go build + go vet of buildkitd and cniprovider (see test/e2e/buildkit)
 	test/e2e/buildkit/run.sh compile
+
+e2e-nerdctl: ## nerdctl v2.3.5 built against pkg/gocni on containerd with the face, its OCI hooks through every phase, then the stock control (as root; see test/e2e/nerdctl)
+	test/e2e/nerdctl/run.sh all
+
+e2e-nerdctl-control: ## Only the control: stock nerdctl v2.3.5 (go-cni v1.1.13) on stock containerd through the same phases (as root)
+	test/e2e/nerdctl/run.sh control
+
+e2e-nerdctl-compile: ## nerdctl v2.3.5 with go-cni rewritten to pkg/gocni: go build + go vet of the packages that use it (see test/e2e/nerdctl)
+	test/e2e/nerdctl/run.sh compile

@@ -8,6 +8,7 @@
 #                            ./internal/cri/server/... (no root needed)
 #   run.sh compile-negative  the compile check fails with an identifier renamed
 #   run.sh build             build containerd, ctr, the runc shim, crictl, plugins
+#   run.sh build-stock       the same from stock containerd (go-cni v1.1.14)
 #   run.sh all               compile, build, then run containerd and drive it
 #                            with crictl through every phase (as root), then
 #                            the control; prints the face/control table
@@ -181,6 +182,11 @@ build)
 	build_bins
 	log "total $(($(date +%s) - T0))s"
 	;;
+build-stock)
+	# For test/e2e/nerdctl's control: stock containerd, crictl, plugins.
+	build_stock_bins
+	log "total $(($(date +%s) - T0))s"
+	;;
 compile)
 	compile_check
 	log "total $(($(date +%s) - T0))s"
@@ -228,5 +234,5 @@ run | all | control)
 		;;
 	esac
 	;;
-*) die "usage: $0 [compile|compile-negative|build|all [phase...]|run [phase...]|control [phase...]]" ;;
+*) die "usage: $0 [compile|compile-negative|build|build-stock|all [phase...]|run [phase...]|control [phase...]]" ;;
 esac

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# End-to-end test: nerdctl v2.3.5 built against this checkout's pkg/gocni,
+# on containerd v2.4.2 built against it too, and the same phases against
+# stock nerdctl (go-cni v1.1.13) on stock containerd as a control.
+#
+#   run.sh compile           rewrite nerdctl's go-cni imports, then go build
+#                            + go vet of ./cmd/nerdctl and the packages that
+#                            use the face (no root needed)
+#   run.sh build             build nerdctl, containerd (see
+#                            test/e2e/containerd), the plugins
+#   run.sh all               compile, build, then run containerd and drive
+#                            nerdctl through every phase (as root), then the
+#                            control; prints the face/control table
+#   run.sh run [phase...]    build, then only the phases named (as root)
+#   run.sh control [phase...]
+#                            stock nerdctl and containerd through the same
+#                            phases: leftovers are recorded per phase, not
+#                            fatal
+#
+# nerdctl runs each OCI hook (createRuntime, postStop) as a process of its
+# own that makes a go-cni engine, calls Setup or Remove and exits: many
+# short-lived engines on one cache dir (libcni's default, /var/lib/cni).
+# Everything of nerdctl stays out of our module graph: it is built in its
+# own directory under $E2E_CACHE with its own go.mod. See README.md.
+set -Eeuo pipefail
+
+NERDCTL_VERSION=${NERDCTL_VERSION:-v2.3.5}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+MODE=${1:-compile}
+GOCNI=github.com/containerd/go-cni
+# The go-cni that stock nerdctl $NERDCTL_VERSION requires: the control.
+STOCK_GOCNI=${STOCK_GOCNI:-v1.1.13}
+# nerdctl's go.mod points its test-only tigron module at ./mod/tigron, a
+# nested module that the module proxy's zip leaves out: the face and the
+# control both take it from the proxy instead. cmd/nerdctl does not
+# import it.
+TIGRON=github.com/containerd/nerdctl/mod/tigron
+TIGRON_VERSION=${TIGRON_VERSION:-v0.0.0-20250720235051-d775a8c42fbb}
+# What uses the face: built and vetted (the cmd/nerdctl/... tests need
+# tigron's tip, so only its main package is vetted), and unit-tested
+# where the tests use the face's types.
+NERD_PKGS=(./cmd/nerdctl ./pkg/ocihook/... ./pkg/netutil/... ./pkg/containerutil/... ./pkg/cmd/container/...
+	./pkg/portutil/... ./pkg/formatter/... ./pkg/inspecttypes/... ./pkg/api/types/... ./pkg/defaults/...
+	./pkg/bypass4netnsutil/... ./pkg/rootlessutil/...)
+NERD_TESTS=(./pkg/portutil/... ./pkg/formatter/... ./pkg/inspecttypes/dockercompat/...)
+LOG_TAG=e2e-nerdctl
+# shellcheck source=test/e2e/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+
+# use_proxy_tigron dir: dir's go.mod takes tigron from the module proxy.
+use_proxy_tigron() {
+	(cd "$1" && go mod edit -dropreplace="$TIGRON@v0.0.0" -replace="$TIGRON@v0.0.0=$TIGRON@$TIGRON_VERSION")
+}
+
+# prepare_src: a writable copy of nerdctl, go-cni imports rewritten to our
+# pkg/gocni, with a replace to this checkout. Keyed by nerdctl version and
+# checkout path; redone when this function or one it calls changes.
+prepare_src() {
+	local pathkey recipe files left
+	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
+	SRC=$E2E_CACHE/src-nerdctl-$NERDCTL_VERSION-$pathkey
+	recipe=$(declare -f prepare_src fetch_src proxy_dir require_ours use_proxy_tigron | sha256sum | cut -c1-16)
+	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
+		log "nerdctl source: $SRC (cached)"
+		return
+	fi
+	fetch_src github.com/containerd/nerdctl/v2 "$NERDCTL_VERSION" "$SRC" nerdctl
+	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
+	[[ -n $files ]] || die "no nerdctl file imports $GOCNI"
+	# Our package is named cni, as go-cni's is: only the import path
+	# changes. Only go-cni's root package is handled; anything else stops
+	# the run below.
+	# shellcheck disable=SC2086
+	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
+	left=$(grep -rn --include='*.go' "\"$GOCNI" "$SRC" || true) # a comment may link to go-cni
+	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
+	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
+	use_proxy_tigron "$SRC"
+	require_ours "$SRC" "$GOCNI"
+	grep -q "$GOCNI " "$SRC/go.mod" && die "nerdctl's go.mod still requires $GOCNI"
+	printf '%s\n' "$recipe" >"$SRC/.prepared"
+}
+
+# in_src cmd...: runs a go command in nerdctl's copy (-mod=mod may add our
+# dependencies to its go.mod and go.sum).
+in_src() { (cd "$SRC" && GOFLAGS="$GOFLAGS -mod=mod" "$@"); }
+
+compile_check() {
+	local t deps
+	prepare_src
+	t=$(date +%s)
+	log "compile check: go build + go vet of ${NERD_PKGS[*]} against $REPO/pkg/gocni"
+	in_src go build ./cmd/nerdctl/... "${NERD_PKGS[@]}" || die "nerdctl does not build against $REPO/pkg/gocni"
+	in_src go vet "${NERD_PKGS[@]}" || die "go vet of nerdctl against $REPO/pkg/gocni failed"
+	log "go build + go vet passed ($(($(date +%s) - t))s)"
+	in_src go test -count=1 "${NERD_TESTS[@]}" || die "nerdctl's unit tests failed against $REPO/pkg/gocni"
+	log "go test of ${NERD_TESTS[*]} passed"
+	deps=$(in_src go list -deps ./cmd/nerdctl) || die "go list -deps failed"
+	grep -qx "$OURMOD/pkg/gocni" <<<"$deps" || die "nerdctl does not depend on $OURMOD/pkg/gocni"
+	! grep -q "^$GOCNI" <<<"$deps" || die "nerdctl still links $GOCNI"
+	log "dependencies: $OURMOD/pkg/gocni in, no $GOCNI"
+}
+
+# build_nerdctl src bin label goflags: nerdctl from src into bin, unless
+# there.
+build_nerdctl() {
+	local t
+	if [[ -x $2/nerdctl ]]; then
+		log "${3}nerdctl: $2 (cached)"
+		return
+	fi
+	t=$(date +%s)
+	log "building ${3}nerdctl $NERDCTL_VERSION"
+	rm -rf "$2.tmp" && mkdir -p "$2.tmp"
+	(cd "$1" && GOFLAGS="$GOFLAGS $4" CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-X github.com/containerd/nerdctl/v2/pkg/version.Version=$NERDCTL_VERSION" \
+		-o "$2.tmp/" ./cmd/nerdctl) || die "building ${3}nerdctl failed"
+	rm -rf "$2" && mv "$2.tmp" "$2"
+	log "${3}nerdctl built in $(($(date +%s) - t))s"
+}
+
+# build_bins: nerdctl from the prepared source (keyed by our tree hash),
+# and containerd with the face, crictl and the plugins from the
+# containerd harness (its cache, keyed the same way).
+build_bins() {
+	prepare_src
+	KEY=$(keyhash)
+	NBIN=$E2E_CACHE/bin-nerdctl-$NERDCTL_VERSION-$KEY
+	build_nerdctl "$SRC" "$NBIN" "" -mod=mod
+	bash "$REPO/test/e2e/containerd/run.sh" build || die "building containerd with the face failed"
+	CBIN=$E2E_CACHE/bin-containerd-$CONTAINERD_VERSION-$KEY
+	PLUGINS=$E2E_CACHE/plugins-containerd-$KEY
+	[[ -x $CBIN/containerd && -x $PLUGINS/bridge ]] || die "no containerd or plugins at $CBIN, $PLUGINS"
+}
+
+# build_stock_bins: stock nerdctl (its go-cni imports as published; only
+# tigron taken from the proxy) and stock containerd.
+build_stock_bins() {
+	local dl
+	STOCK_SRC=$E2E_CACHE/src-nerdctl-stock-$NERDCTL_VERSION
+	if [[ ! -f $STOCK_SRC/.prepared ]]; then
+		dl=$(proxy_dir "github.com/containerd/nerdctl/v2@$NERDCTL_VERSION")
+		rm -rf "$STOCK_SRC" && mkdir -p "$(dirname "$STOCK_SRC")"
+		cp -r "$dl" "$STOCK_SRC" && chmod -R u+w "$STOCK_SRC"
+		use_proxy_tigron "$STOCK_SRC"
+		touch "$STOCK_SRC/.prepared"
+	fi
+	diff -r -x go.mod -x go.sum -x .prepared "$(proxy_dir "github.com/containerd/nerdctl/v2@$NERDCTL_VERSION")" "$STOCK_SRC" >/dev/null ||
+		die "stock nerdctl's source differs from the proxy's beyond go.mod"
+	NBIN=$E2E_CACHE/bin-nerdctl-stock-$NERDCTL_VERSION
+	build_nerdctl "$STOCK_SRC" "$NBIN" "stock " -mod=mod
+	stock_links "$NBIN/nerdctl" nerdctl
+	bash "$REPO/test/e2e/containerd/run.sh" build-stock || die "building stock containerd failed"
+	CBIN=$E2E_CACHE/bin-containerd-stock-$CONTAINERD_VERSION
+	PLUGINS=$E2E_CACHE/plugins-containerd-$(keyhash)
+}
+
+case $MODE in
+compile)
+	compile_check
+	log "total $(($(date +%s) - T0))s"
+	;;
+build)
+	build_bins
+	log "total $(($(date +%s) - T0))s"
+	;;
+run | all | control)
+	# shellcheck source=test/e2e/nerdctl/lib.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	shift || true
+	check_phases "$@"
+	case $MODE in
+	run)
+		build_bins
+		run_e2e "$@"
+		;;
+	all)
+		compile_check
+		build_bins
+		FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-nerd-face.XXXXXX)
+		CONTROL_RESULTS=$(mktemp /tmp/ocicni-e2e-nerd-control.XXXXXX)
+		trap 'rm -f "$FACE_RESULTS" "$CONTROL_RESULTS"' EXIT
+		set +e
+		(
+			set -e
+			run_e2e "$@"
+		)
+		rc=$?
+		set -e
+		((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
+		build_stock_bins
+		set +e
+		(
+			set -e
+			CONTROL=1 run_e2e "$@"
+		)
+		rc=$?
+		set -e
+		((rc == 0)) || die "the control's harness failed (exit status $rc)"
+		print_table
+		;;
+	control)
+		build_stock_bins
+		CONTROL=1 run_e2e "$@"
+		;;
+	esac
+	;;
+*) die "usage: $0 [compile|build|all [phase...]|run [phase...]|control [phase...]]" ;;
+esac
