@@ -292,8 +292,8 @@ cleanup() {
 # wait_clean phase secs: until the phase left nothing (a retry runs in
 # the background), secs at most; the face fails after them.
 wait_clean() {
-	local t r v c o i m k
-	for t in $(seq 1 "$2"); do
+	local end=$((SECONDS + $2)) r v c o i m k
+	while ((SECONDS < end)); do
 		read -r r v c o i m k < <(leftover_kinds 2>/dev/null)
 		(((r + v + c + o + i + k) == 0)) && return 0
 		sleep 1

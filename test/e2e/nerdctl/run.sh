@@ -136,7 +136,7 @@ build_bins() {
 # build_stock_bins: stock nerdctl (its go-cni imports as published; only
 # tigron taken from the proxy) and stock containerd.
 build_stock_bins() {
-	local dl
+	local dl deps
 	STOCK_SRC=$E2E_CACHE/src-nerdctl-stock-$NERDCTL_VERSION
 	if [[ ! -f $STOCK_SRC/.prepared ]]; then
 		dl=$(proxy_dir "github.com/containerd/nerdctl/v2@$NERDCTL_VERSION")
@@ -149,7 +149,14 @@ build_stock_bins() {
 		die "stock nerdctl's source differs from the proxy's beyond go.mod"
 	NBIN=$E2E_CACHE/bin-nerdctl-stock-$NERDCTL_VERSION
 	build_nerdctl "$STOCK_SRC" "$NBIN" "stock " -mod=mod
-	stock_links "$NBIN/nerdctl" nerdctl
+	# As stock_links, but for the replace of tigron (nerdctl's release
+	# builds link it from ./mod/tigron).
+	deps=$(go version -m "$NBIN/nerdctl") || die "go version -m failed"
+	grep -qP "^\tdep\t\Q$GOCNI\E\t\Q$STOCK_GOCNI\E\t" <<<"$deps" || die "stock nerdctl does not link $GOCNI $STOCK_GOCNI"
+	! grep -qF "$OURMOD" <<<"$deps" || die "stock nerdctl links $OURMOD"
+	[[ $(grep -c '^[[:space:]]*=>' <<<"$deps") -le 1 ]] && ! grep '^[[:space:]]*=>' <<<"$deps" | grep -vqF "$TIGRON" ||
+		die "stock nerdctl links a replaced module other than $TIGRON"
+	log "stock nerdctl links $GOCNI $STOCK_GOCNI, nothing of $OURMOD, no replace but $TIGRON's"
 	bash "$REPO/test/e2e/containerd/run.sh" build-stock || die "building stock containerd failed"
 	CBIN=$E2E_CACHE/bin-containerd-stock-$CONTAINERD_VERSION
 	PLUGINS=$E2E_CACHE/plugins-containerd-$(keyhash)

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# End-to-end test: HashiCorp Nomad v1.11.3 built against this checkout's
+# pkg/gocni (and stock, as a control).
+#
+#   run.sh compile    rewrite Nomad's go-cni imports, then go build + go vet
+#                     of the client's networking packages (no root needed)
+#   run.sh build      build the nomad binary with the face, keyed by our
+#                     tree; and the stock one (go-cni v1.1.13)
+#
+# Nomad is BUSL-1.1 licensed: this script downloads it from the module
+# proxy at run time and rewrites it in a copy under $E2E_CACHE; the
+# repository holds none of its code. Nothing of Nomad enters our module
+# graph. See README.md beside this.
+set -Eeuo pipefail
+
+NOMAD_VERSION=${NOMAD_VERSION:-v1.11.3}
+# Nomad's go.mod takes its api module from ./api, which the module
+# proxy's zip of Nomad leaves out (a nested module): it is taken from the
+# proxy instead, at the snapshot of Nomad's main branch nearest the
+# release.
+NOMAD_API=github.com/hashicorp/nomad/api
+NOMAD_API_VERSION=${NOMAD_API_VERSION:-v0.0.0-20261016150620-df630b26e78a}
+MODE=${1:-compile}
+GOCNI=github.com/containerd/go-cni
+STOCK_GOCNI=${STOCK_GOCNI:-v1.1.13}
+NOMAD_PKGS=(./client/allocrunner/...)
+LOG_TAG=e2e-nomad
+# shellcheck source=test/e2e/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+
+# use_proxy_api dir: dir's go.mod takes Nomad's api module from the proxy.
+use_proxy_api() {
+	(cd "$1" && go mod edit -dropreplace="$NOMAD_API" -replace="$NOMAD_API=$NOMAD_API@$NOMAD_API_VERSION")
+}
+
+# prepare_src: a writable copy of Nomad, go-cni imports rewritten to our
+# pkg/gocni, with a replace to this checkout. Keyed by Nomad version and
+# checkout path; redone when this function or one it calls changes.
+prepare_src() {
+	local pathkey recipe files left
+	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
+	SRC=$E2E_CACHE/src-nomad-$NOMAD_VERSION-$pathkey
+	recipe=$(declare -f prepare_src fetch_src proxy_dir require_ours use_proxy_api | sha256sum | cut -c1-16)
+	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
+		log "Nomad source: $SRC (cached)"
+		return
+	fi
+	fetch_src github.com/hashicorp/nomad "$NOMAD_VERSION" "$SRC" Nomad
+	files=$(grep -rl --include='*.go' "\"$GOCNI\"" "$SRC" || true)
+	[[ -n $files ]] || die "no Nomad file imports $GOCNI"
+	# shellcheck disable=SC2086
+	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
+	left=$(grep -rn --include='*.go' "\"$GOCNI" "$SRC" || true)
+	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
+	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
+	use_proxy_api "$SRC"
+	require_ours "$SRC" "$GOCNI"
+	grep -q "$GOCNI " "$SRC/go.mod" && die "Nomad's go.mod still requires $GOCNI"
+	printf '%s\n' "$recipe" >"$SRC/.prepared"
+}
+
+in_src() { (cd "$SRC" && GOFLAGS="$GOFLAGS -mod=mod" "$@"); }
+
+compile_check() {
+	local t deps
+	prepare_src
+	t=$(date +%s)
+	log "compile check: go build + go vet of ${NOMAD_PKGS[*]} against $REPO/pkg/gocni"
+	in_src go build "${NOMAD_PKGS[@]}" || die "Nomad does not build against $REPO/pkg/gocni"
+	# -printf=false: one of Nomad's own tests (alloc_runner_test.go) fails
+	# the printf check, whatever go-cni it builds with.
+	in_src go vet -printf=false ./client/allocrunner/ || die "go vet of Nomad's allocrunner against $REPO/pkg/gocni failed"
+	log "go build + go vet passed ($(($(date +%s) - t))s)"
+	# The CNI configurator's unit tests, with Nomad's mock of the CNI
+	# interface (so our interface has no method go-cni's lacks).
+	in_src go test -count=1 -run 'CNI|Cni' ./client/allocrunner/ || die "Nomad's CNI unit tests failed against $REPO/pkg/gocni"
+	log "go test -run 'CNI|Cni' ./client/allocrunner/ passed"
+	deps=$(in_src go list -deps .) || die "go list -deps failed"
+	grep -qx "$OURMOD/pkg/gocni" <<<"$deps" || die "Nomad does not depend on $OURMOD/pkg/gocni"
+	! grep -q "^$GOCNI" <<<"$deps" || die "Nomad still links $GOCNI"
+	log "dependencies: $OURMOD/pkg/gocni in, no $GOCNI"
+}
+
+# build_nomad src bin label: the nomad binary from src into bin, unless
+# there.
+build_nomad() {
+	local t
+	if [[ -x $2/nomad ]]; then
+		log "${3}nomad: $2 (cached)"
+		return
+	fi
+	t=$(date +%s)
+	log "building ${3}nomad $NOMAD_VERSION"
+	rm -rf "$2.tmp" && mkdir -p "$2.tmp"
+	(cd "$1" && GOFLAGS="$GOFLAGS -mod=mod" go build -trimpath -o "$2.tmp/" .) || die "building ${3}nomad failed"
+	rm -rf "$2" && mv "$2.tmp" "$2"
+	log "${3}nomad built in $(($(date +%s) - t))s"
+}
+
+build_bins() {
+	prepare_src
+	NBIN=$E2E_CACHE/bin-nomad-$NOMAD_VERSION-$(keyhash)
+	build_nomad "$SRC" "$NBIN" ""
+}
+
+case $MODE in
+compile)
+	compile_check
+	log "total $(($(date +%s) - T0))s"
+	;;
+build)
+	build_bins
+	log "total $(($(date +%s) - T0))s"
+	;;
+*) die "usage: $0 [compile|build]" ;;
+esac
