@@ -94,7 +94,8 @@
 //     that becomes unreachable without [Face.Shutdown] shuts its engine
 //     down when the garbage collector finds it, so code that calls New
 //     repeatedly does not pile engines up. DEL retries of that engine not
-//     yet due wait for the next engine started on the cache dir.
+//     yet due wait for another engine on the cache dir, which adopts
+//     them.
 //
 // # Locking
 //
@@ -105,5 +106,7 @@
 // short-lived processes (nerdctl's OCI hooks) run one operation per
 // sandbox at a time. An engine starts no background retry in its first
 // [ocicni.HealPolicy].StartDelay, so a hook process that exits sooner
-// cuts none off. See package ocicni, "Locking".
+// cuts none off; an engine that lives longer on the cache dir (the
+// runtime's own) adopts the retries such a process leaves. See package
+// ocicni, "Locking" and "Healing".
 package cni
