@@ -5,7 +5,7 @@
 #   run.sh compile    rewrite Nomad's go-cni imports, then go build + go vet
 #                     of the client's networking packages (no root needed)
 #   run.sh build      build the nomad binary with the face, keyed by our
-#                     tree; and the stock one (go-cni v1.1.13)
+#                     tree (15 min cold on 2 busy CPUs)
 #
 # Nomad is BUSL-1.1 licensed: this script downloads it from the module
 # proxy at run time and rewrites it in a copy under $E2E_CACHE; the
