@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control
+.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control
 
 help: ## List the targets
 	@echo "Targets:"
@@ -87,3 +87,12 @@ e2e-nerdctl-control: ## Only the control: stock nerdctl v2.3.5 (go-cni v1.1.13) 
 
 e2e-nerdctl-compile: ## nerdctl v2.3.5 with go-cni rewritten to pkg/gocni: go build + go vet of the packages that use it (see test/e2e/nerdctl)
 	test/e2e/nerdctl/run.sh compile
+
+e2e-nomad: ## Nomad v1.11.3 built against pkg/gocni, a single-node agent through every phase, then the stock control (as root; see test/e2e/nomad)
+	test/e2e/nomad/run.sh all
+
+e2e-nomad-control: ## Only the control: stock Nomad v1.11.3 (go-cni v1.1.13) through the same phases (as root)
+	test/e2e/nomad/run.sh control
+
+e2e-nomad-compile: ## Nomad v1.11.3 with go-cni rewritten to pkg/gocni: go build + go vet of its allocrunner, its CNI unit tests (see test/e2e/nomad)
+	test/e2e/nomad/run.sh compile

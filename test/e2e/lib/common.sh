@@ -243,7 +243,7 @@ EOF
 # write_fault_plugin file delfault delmsg [addfault]: a chained CNI plugin,
 # a bash script (jq is a prerequisite) named after file. It passes
 # prevResult through on ADD; its ADD fails with code 11 while addfault
-# exists (if given), its DEL with code 11 and delmsg while delfault
+# exists (if given; when it holds a number n, for the next n ADDs), its DEL with code 11 and delmsg while delfault
 # exists. It logs one line per call to $W/<name>.log: "<unix time>
 # <command> <container id> <outcome>".
 write_fault_plugin() {
@@ -269,7 +269,15 @@ cnierr() { # code msg
 }
 case ${CNI_COMMAND:-} in
 ADD)
-	[[ -n $addfault && -e $addfault ]] && cnierr 11 "add fault"
+	# The ADD fault holds while its file exists; a file that holds a
+	# number n fails the next n ADDs and is then removed.
+	if [[ -n $addfault && -e $addfault ]]; then
+		n=$(<"$addfault")
+		if [[ $n =~ ^[0-9]+$ ]]; then
+			if ((n <= 1)); then rm -f "$addfault"; else echo $((n - 1)) >"$addfault"; fi
+		fi
+		cnierr 11 "add fault"
+	fi
 	out=$("$jq" -ce 'if .prevResult then .prevResult + {cniVersion: .cniVersion} else error("no prevResult") end' <<<"$in" 2>/dev/null) ||
 		cnierr 7 "$name: no prevResult on stdin"
 	printf '%s\n' "$out"
@@ -347,6 +355,23 @@ net_leftovers() {
 		((o == 0)) || log "leftover order records: $o"
 	fi
 	echo "$r $v $c $o"
+}
+
+# remove_rules id: deletes the iptables rules that name id, and the
+# CNI- chains they jump to (the bridge plugin's masquerade chain).
+remove_rules() {
+	local t rule chain rules
+	for t in nat filter; do
+		rules=$({ iptables-save -t "$t" || true; } | grep -- "$1" | grep '^-A' || true)
+		[[ -n $rules ]] || continue
+		while read -r rule; do
+			eval "iptables -t $t ${rule/#-A/-D}" 2>/dev/null || true
+		done <<<"$rules"
+		for chain in $(grep -o -- '-j CNI-[A-Za-z0-9-]*' <<<"$rules" | cut -c4- | sort -u); do
+			iptables -t "$t" -F "$chain" 2>/dev/null || true
+			iptables -t "$t" -X "$chain" 2>/dev/null || true
+		done
+	done
 }
 
 # assert_clean phase: zero leftovers (count_leftovers, the harness's), or

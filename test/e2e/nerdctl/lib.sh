@@ -252,23 +252,6 @@ scrub() {
 	find "$W/ipam/$HNET" "$CNI_CACHE/networks/bridge" -type f ! -name 'last_reserved_ip.*' ! -name lock -delete 2>/dev/null || true
 }
 
-# remove_rules id: deletes the iptables rules that name id, and the
-# CNI- chains they jump to (the bridge plugin's masquerade chain).
-remove_rules() {
-	local t rule chain rules
-	for t in nat filter; do
-		rules=$({ iptables-save -t "$t" || true; } | grep -- "$1" | grep '^-A' || true)
-		[[ -n $rules ]] || continue
-		while read -r rule; do
-			eval "iptables -t $t ${rule/#-A/-D}" 2>/dev/null || true
-		done <<<"$rules"
-		for chain in $(grep -o -- '-j CNI-[A-Za-z0-9-]*' <<<"$rules" | cut -c4- | sort -u); do
-			iptables -t "$t" -F "$chain" 2>/dev/null || true
-			iptables -t "$t" -X "$chain" 2>/dev/null || true
-		done
-	done
-}
-
 cleanup() {
 	local rc=$?
 	set +e

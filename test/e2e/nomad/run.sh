@@ -5,7 +5,15 @@
 #   run.sh compile    rewrite Nomad's go-cni imports, then go build + go vet
 #                     of the client's networking packages (no root needed)
 #   run.sh build      build the nomad binary with the face, keyed by our
-#                     tree (15 min cold on 2 busy CPUs)
+#                     tree (15 min cold on 2 busy CPUs), and the plugins
+#   run.sh all        compile, build, then a single-node agent through
+#                     every phase (as root), then the stock control; prints
+#                     the face/control table
+#   run.sh run [phase...]
+#                     build, then only the phases named (as root)
+#   run.sh control [phase...]
+#                     stock Nomad through the same phases: leftovers are
+#                     recorded per phase, not fatal
 #
 # Nomad is BUSL-1.1 licensed: this script downloads it from the module
 # proxy at run time and rewrites it in a copy under $E2E_CACHE; the
@@ -101,6 +109,31 @@ build_bins() {
 	prepare_src
 	NBIN=$E2E_CACHE/bin-nomad-$NOMAD_VERSION-$(keyhash)
 	build_nomad "$SRC" "$NBIN" ""
+	PLUGINS=$E2E_CACHE/plugins-nomad-$(keyhash)
+	build_plugins "$PLUGINS"
+}
+
+# build_stock_bins: stock Nomad (its go-cni imports as published; only its
+# api module taken from the proxy, as for the face) and the plugins.
+build_stock_bins() {
+	local dest=$E2E_CACHE/src-nomad-stock-$NOMAD_VERSION dl deps
+	if [[ ! -f $dest/.prepared ]]; then
+		dl=$(proxy_dir "github.com/hashicorp/nomad@$NOMAD_VERSION")
+		rm -rf "$dest" && mkdir -p "$(dirname "$dest")"
+		cp -r "$dl" "$dest" && chmod -R u+w "$dest"
+		use_proxy_api "$dest"
+		touch "$dest/.prepared"
+	fi
+	diff -r -x go.mod -x go.sum -x .prepared "$(proxy_dir "github.com/hashicorp/nomad@$NOMAD_VERSION")" "$dest" >/dev/null ||
+		die "stock Nomad's source differs from the proxy's beyond go.mod"
+	NBIN=$E2E_CACHE/bin-nomad-stock-$NOMAD_VERSION
+	build_nomad "$dest" "$NBIN" "stock "
+	deps=$(go version -m "$NBIN/nomad") || die "go version -m failed"
+	grep -qP "^\tdep\t\Q$GOCNI\E\t\Q$STOCK_GOCNI\E\t" <<<"$deps" || die "stock nomad does not link $GOCNI $STOCK_GOCNI"
+	! grep -qF "$OURMOD" <<<"$deps" || die "stock nomad links $OURMOD"
+	log "stock nomad links $GOCNI $STOCK_GOCNI, nothing of $OURMOD"
+	PLUGINS=$E2E_CACHE/plugins-nomad-$(keyhash)
+	build_plugins "$PLUGINS"
 }
 
 case $MODE in
@@ -112,5 +145,47 @@ build)
 	build_bins
 	log "total $(($(date +%s) - T0))s"
 	;;
-*) die "usage: $0 [compile|build]" ;;
+run | all | control)
+	# shellcheck source=test/e2e/nomad/lib.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	shift || true
+	check_phases "$@"
+	case $MODE in
+	run)
+		build_bins
+		run_e2e "$@"
+		;;
+	control)
+		build_stock_bins
+		CONTROL=1 run_e2e "$@"
+		;;
+	all)
+		compile_check
+		build_bins
+		FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-nomad-face.XXXXXX)
+		CONTROL_RESULTS=$(mktemp /tmp/ocicni-e2e-nomad-control.XXXXXX)
+		trap 'rm -f "$FACE_RESULTS" "$CONTROL_RESULTS"' EXIT
+		set +e
+		(
+			set -e
+			RESULTS=$FACE_RESULTS run_e2e "$@"
+		)
+		rc=$?
+		set -e
+		((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
+		build_stock_bins
+		set +e
+		(
+			set -e
+			CONTROL=1 RESULTS=$CONTROL_RESULTS run_e2e "$@"
+		)
+		rc=$?
+		set -e
+		((rc == 0)) || die "the control's harness failed (exit status $rc)"
+		print_table
+		;;
+	esac
+	log "total $(($(date +%s) - T0))s"
+	;;
+*) die "usage: $0 [compile|build|all [phase...]|run [phase...]|control [phase...]]" ;;
 esac
