@@ -248,17 +248,6 @@ stop_clean() {
 # nsfiles: the namespace files BuildKit keeps under <root>/net/cni.
 nsfiles() { find "$W/root/net/cni" -type f -printf '%f\n' 2>/dev/null || true; }
 
-# wait_for secs what cmd...: until cmd succeeds, secs at most.
-wait_for() {
-	local secs=$1 what=$2 i
-	shift 2
-	for i in $(seq 1 $((secs * 4))); do
-		"$@" && return 0
-		sleep 0.25
-	done
-	die "$what: not within ${secs}s"
-}
-
 # pool_full: POOL namespaces whose setup BuildKit logged as returned (its
 # own debug line, after Setup), each with its veth: a namespace file and
 # a veth both appear while the ADD still runs (see stop_clean).

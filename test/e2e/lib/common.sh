@@ -135,11 +135,16 @@ build_crictl() {
 }
 
 # build_plugins dir: the reference CNI plugins from tools/ into dir; sets
-# PLUGINS.
+# PLUGINS. Each reports its module's version, as released builds do
+# (Nomad's fingerprint reads the bridge plugin's to decide whether to run
+# CHECK on restore).
 build_plugins() {
+	local mod=github.com/containernetworking/plugins ver
 	PLUGINS=$1
 	mkdir -p "$PLUGINS"
-	(cd "$REPO/tools" && go build -o "$PLUGINS/" tool) || die "plugin build failed"
+	ver=$(cd "$REPO/tools" && go list -m -f '{{.Version}}' "$mod") || die "no $mod in tools/go.mod"
+	(cd "$REPO/tools" && go build -ldflags "-X $mod/pkg/utils/buildversion.BuildVersion=$ver" -o "$PLUGINS/" tool) ||
+		die "plugin build failed"
 }
 
 # compile_negative_check harness pkg ident srcprefix [want]: the compile
@@ -355,6 +360,17 @@ net_leftovers() {
 		((o == 0)) || log "leftover order records: $o"
 	fi
 	echo "$r $v $c $o"
+}
+
+# wait_for secs what cmd...: until cmd succeeds, secs at most.
+wait_for() {
+	local secs=$1 what=$2 i
+	shift 2
+	for i in $(seq 1 $((secs * 4))); do
+		"$@" && return 0
+		sleep 0.25
+	done
+	die "$what: not within ${secs}s"
 }
 
 # remove_rules id: deletes the iptables rules that name id, and the

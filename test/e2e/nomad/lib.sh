@@ -22,7 +22,7 @@ PHASES=(bridge count addfail heal kill leak)
 NLEAK=${NLEAK:-50}
 # How far goroutines and fds may grow between the 10th and the last
 # allocation of the leak phase: the agent's own background work.
-LEAK_SLACK=${LEAK_SLACK:-20}
+LEAK_SLACK=${LEAK_SLACK:-10}
 CONTROL=${CONTROL:-}
 AGENT_PID=
 # shellcheck disable=SC2034 # read by common.sh's assert_clean
@@ -309,33 +309,50 @@ phase_addfail() {
 	settle addfail
 }
 
-# restart_agent: kill -9 of the agent, then a new one on the same data
-# dir, which restores the allocations it finds there.
+# restart_agent sig: the agent stopped with sig (TERM: a clean shutdown,
+# which saves the client's state and leaves the tasks running; KILL),
+# then a new one on the same data dir, which restores the allocations it
+# finds there.
 restart_agent() {
-	stop_agent KILL
-	log "agent killed (-9); restarting it on the same data dir"
+	stop_agent "$1"
+	log "agent stopped (SIG$1); restarting it on the same data dir"
 	start_agent
 }
 
-# phase_kill: kill -9 of the agent while three allocations run, a restart
-# (Nomad restores them and calls Check on each), then kill -9 again right
+# check_restored ids...: after a restart, Nomad checked each allocation's
+# network (CHECK, in the fault plugin's log, once per restart so far) and
+# each still answers at its IP.
+check_restored() {
+	local id ip want=$1
+	shift
+	for id in "$@"; do
+		wait_for 60 "kill: CHECK $want of $id" test "$(grep -c "CHECK $id ok" "$W/faultplug.log")" -ge "$want"
+		ip=$(alloc_ip "$id")
+		wait_for 30 "kill: ${id:0:8} answering at $ip after the restart" \
+			sh -c "wget -qO- -T 5 'http://$ip:8080/index.html' | grep -qx ok"
+	done
+}
+
+# phase_kill: three allocations; the agent restarted cleanly (Nomad saves
+# an allocation's network status only at a clean shutdown or every 60 s,
+# and a restored allocation whose status was not saved fails, "network
+# already configured but not found in state", with the face and stock
+# alike); then kill -9 of the agent and a restart: Nomad restores them and
+# calls Check on each, and each still answers; then kill -9 again right
 # after their job is stopped, and a restart that finishes the stop.
 phase_kill() {
-	local ids id ip
+	local ids
 	log "phase kill: kill -9 of the agent with allocations running, and while they stop"
 	nomad job run -detach "$(job restore 3 "cni/$HNET")" >>"$W/nomad.log" 2>&1 || die "kill: job run failed"
 	wait_running restore 3
-	ids=$(alloc_ids restore)
-	restart_agent
-	wait_running restore 3
-	for id in $ids; do
-		grep -q "CHECK $id ok" "$W/faultplug.log" || die "kill: no CHECK of $id after the restart"
-		ip=$(alloc_ip "$id")
-		wget -qO- -T 5 "http://$ip:8080/index.html" | grep -qx ok || die "kill: ${id:0:8} does not answer at $ip after the restart"
-	done
-	log "kill: the restored allocations were checked and answer"
+	mapfile -t ids < <(alloc_ids restore)
+	restart_agent TERM
+	check_restored 1 "${ids[@]}"
+	restart_agent KILL
+	check_restored 2 "${ids[@]}"
+	log "kill: the restored allocations were checked and answer, after a clean restart and after kill -9"
 	nomad job stop -detach -purge restore >>"$W/nomad.log" 2>&1 || die "kill: job stop failed"
-	restart_agent
+	restart_agent KILL
 	wait_stopped
 	settle kill
 }
