@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -258,7 +259,10 @@ func percentile(ds []time.Duration, p float64) float64 {
 // there host-local's DEL, which walks its whole store under its lock,
 // bounds GC's time. "split" puts the stale attachments on a network of
 // their own and varies [WithGCWorkers]. Run one with, for example,
-// -bench 'BenchmarkGC10000/split/workers=4' -benchtime 1x.
+// -bench 'BenchmarkGC10000/split/workers=4' -benchtime 1x. With
+// OCICNI_BENCH_GC_ALONE set it times only GC on its own (a couple of
+// minutes, where GC during setups takes about twenty), for comparing
+// commits in alternating runs.
 func BenchmarkGC10000(b *testing.B) {
 	testenv.RequireRoot(b)
 	require.NotEmpty(b, pluginDir, "plugins are built by TestMain")
@@ -300,10 +304,17 @@ func benchGCOnce(b *testing.B, layout gcBenchLayout, setupNet testenv.Net, worke
 	start = time.Now()
 	require.NoError(b, e.m.GC(ctx, e.valid))
 	alone := time.Since(start)
+	b.Logf("GC alone: %d ms (%d stale sandboxes)", alone.Milliseconds(), gcBenchStale)
 	b.StopTimer()
 	e.check()
 	e.logExecs(b, "GC alone")
 	floor := e.floor(perExec)
+	if os.Getenv("OCICNI_BENCH_GC_ALONE") != "" {
+		b.ReportMetric(float64(alone.Milliseconds()), "gc-ms")
+		b.ReportMetric(float64(floor.Milliseconds()), "floor-ms")
+		b.ReportMetric(float64(alone)/float64(floor), "gc/floor")
+		return
+	}
 
 	e = newGCBenchEnv(b, layout, setupNet, workers)
 	busy, during, base := e.gcWithSetups(ctx)
