@@ -260,14 +260,20 @@ phase_bridge() {
 # phase_count: NCOUNT allocations of one job started at once, each with
 # its own IP; then stopped.
 phase_count() {
-	local ids nips
+	local ids nips r v c o n i
 	log "phase count: count = $NCOUNT started at once, then stopped"
 	nomad job run -detach "$(job many "$NCOUNT" bridge)" >>"$W/nomad.log" 2>&1 || die "count: job run failed"
 	wait_running many "$NCOUNT"
 	ids=$(alloc_ids many)
 	nips=$(for id in $ids; do alloc_ip "$id"; done | sort -u | grep -c .)
 	((nips == NCOUNT)) || die "count: $nips distinct IPs for $NCOUNT allocations"
-	log "count: $NCOUNT allocations, $nips distinct IPs"
+	# The counts see what the allocations hold, so that their zero after
+	# the stop means something.
+	read -r r v c o n i < <(leftover_kinds 2>/dev/null)
+	if ((r < NCOUNT || v < NCOUNT || c < NCOUNT || n < NCOUNT)) || { [[ -z $CONTROL ]] && ((o < NCOUNT)); }; then
+		die "count: while $NCOUNT allocations run, the counts see only r v c o n = $r $v $c $o $n"
+	fi
+	log "count: $NCOUNT allocations, $nips distinct IPs; held: $r reservations, $v veths, $c cache entries, $o records, $n netns"
 	stop_job many
 	settle count
 }
