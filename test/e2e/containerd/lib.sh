@@ -71,17 +71,8 @@ start_containerd() {
 	# reported as a job's ("Killed"); stop_containerd polls for it.
 	[[ -z $CONTROL ]] || disown "$CTRD_PID"
 	STARTS=$((STARTS + 1))
-	local i
-	for i in $(seq 1 120); do
-		if crictl info 2>/dev/null | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status == true' >/dev/null; then
-			log "containerd (pid $CTRD_PID) is ready, network ready"
-			return 0
-		fi
-		kill -0 "$CTRD_PID" 2>/dev/null || { tail -30 "$W/containerd.log" >&2; die "containerd exited"; }
-		sleep 0.5
-	done
-	tail -30 "$W/containerd.log" >&2
-	die "containerd did not get ready in 60s"
+	wait_daemon "$CTRD_PID" "$W/containerd.log" containerd network_ready
+	log "containerd (pid $CTRD_PID) is ready, network ready"
 }
 
 # stop_containerd [signal]: signals containerd and waits until it is gone.
@@ -182,37 +173,18 @@ make_runc() {
 	fi
 }
 
-# make_pause_image: a static pause binary as a one-layer OCI image, the
-# layout written by hand (tar, sha256sum, JSON), imported with ctr into
+# make_pause_image: a static pause binary as a one-layer OCI image
+# (oci_image), imported with ctr into
 # containerd's k8s.io namespace and unpacked for the native snapshotter;
 # there is no registry.
 make_pause_image() {
-	local d=$W/pause-oci l c m ls cs ms arch
-	mkdir -p "$d/blobs/sha256" "$d/rootfs"
-	build_pause "$d/rootfs/pause"
-	tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$d/rootfs" -cf "$W/layer.tar" pause
-	l=$(sha256sum "$W/layer.tar" | cut -c1-64)
-	ls=$(stat -c %s "$W/layer.tar")
-	mv "$W/layer.tar" "$d/blobs/sha256/$l"
-	arch=$(go env GOARCH)
-	printf '{"architecture":"%s","os":"linux","config":{"Cmd":["/pause"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-		"$arch" "$l" >"$W/config.json"
-	c=$(sha256sum "$W/config.json" | cut -c1-64)
-	cs=$(stat -c %s "$W/config.json")
-	mv "$W/config.json" "$d/blobs/sha256/$c"
-	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%d}]}' \
-		"$c" "$cs" "$l" "$ls" >"$W/manifest.json"
-	m=$(sha256sum "$W/manifest.json" | cut -c1-64)
-	ms=$(stat -c %s "$W/manifest.json")
-	mv "$W/manifest.json" "$d/blobs/sha256/$m"
-	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"e2e"},"platform":{"architecture":"%s","os":"linux"}}]}' \
-		"$m" "$ms" "$PAUSE_IMAGE" "$arch" >"$d/index.json"
-	echo '{"imageLayoutVersion":"1.0.0"}' >"$d/oci-layout"
-	tar -C "$d" -cf "$W/pause.tar" oci-layout index.json blobs
+	mkdir -p "$W/pause-root"
+	build_pause "$W/pause-root/pause"
+	oci_image "$W/pause-root" "$PAUSE_IMAGE" '{"Cmd":["/pause"]}' "$W/pause.tar"
 	ctr images import --local --snapshotter native "$W/pause.tar" >>"$W/ctr.log" 2>&1 ||
 		{ cat "$W/ctr.log" >&2; die "ctr images import of the pause image failed"; }
 	crictl images -q "$PAUSE_IMAGE" | grep -q . || die "the CRI plugin does not list $PAUSE_IMAGE"
-	log "pause image $PAUSE_IMAGE imported (manifest sha256:${m:0:12}), unpacked for native"
+	log "pause image $PAUSE_IMAGE imported (manifest sha256:${OCI_MANIFEST:0:12}), unpacked for native"
 }
 
 # leftover_kinds: what is left, by kind, as "r v c o n": host-local

@@ -46,34 +46,8 @@ LOG_TAG=e2e-containerd
 # shellcheck source=test/e2e/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 
-# prepare_src: a writable copy of containerd, go-cni imports rewritten to
-# our pkg/gocni, with a replace to this checkout. Keyed by containerd
-# version and checkout path; redone when this function or one of the
-# common.sh functions it calls changes.
-prepare_src() {
-	local pathkey recipe files left
-	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
-	SRC=$E2E_CACHE/src-containerd-$CONTAINERD_VERSION-$pathkey
-	recipe=$(declare -f prepare_src fetch_src proxy_dir require_ours | sha256sum | cut -c1-16)
-	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
-		log "containerd source: $SRC (cached)"
-		return
-	fi
-	fetch_src github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$SRC" containerd
-	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
-	[[ -n $files ]] || die "no containerd file imports $GOCNI"
-	# Our package is named cni, as go-cni's is: the import path is all that
-	# changes, for aliased and unaliased imports alike. Only the root
-	# package of go-cni is handled; anything else stops the run below.
-	# shellcheck disable=SC2086
-	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
-	left=$(grep -rn --include='*.go' "$GOCNI" "$SRC" || true)
-	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
-	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
-	require_ours "$SRC" "$GOCNI"
-	grep -q "$GOCNI" "$SRC/go.mod" && die "containerd's go.mod still mentions $GOCNI"
-	printf '%s\n' "$recipe" >"$SRC/.prepared"
-}
+# prepare_src: containerd with its go-cni imports rewritten (see gocni_src).
+prepare_src() { gocni_src containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION"; }
 
 # in_src cmd...: runs a go command in containerd's copy, which owns its
 # go.mod and go.sum (-mod=mod may add our dependencies to them); this
@@ -205,31 +179,13 @@ run | all | control)
 	case $MODE in
 	run)
 		build_bins
+		e2e_unlock
 		run_e2e "$@"
 		;;
-	all)
-		# The face's run, as strict as run's, in a subshell so that its
-		# cleanup (an EXIT trap) is done before the control starts; it
-		# leaves its per-phase figures in FACE_RESULTS for the control's
-		# table.
-		compile_check
-		build_bins
-		FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-ctrd-face.XXXXXX)
-		trap 'rm -f "$FACE_RESULTS"' EXIT
-		# Not `( ... ) || rc=$?`: errexit would be off inside the subshell.
-		set +e
-		(
-			set -e
-			run_e2e "$@"
-		)
-		rc=$?
-		set -e
-		((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
-		build_stock_bins
-		run_control "$@"
-		;;
+	all) face_then_control run_e2e run_control "$@" ;;
 	control)
 		build_stock_bins
+		e2e_unlock
 		run_control "$@"
 		;;
 	esac

@@ -48,28 +48,11 @@ start_crio() {
 	"$BIN/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info \
 		>>"$W/crio.log" 2>&1 &
 	CRIO_PID=$!
-	local i
-	for i in $(seq 1 120); do
-		if crictl info >/dev/null 2>&1 && crictl info 2>/dev/null | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status' >/dev/null; then
-			if crictl info | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status == true' >/dev/null; then
-				log "crio (pid $CRIO_PID) is ready, network ready"
-				return 0
-			fi
-		fi
-		kill -0 "$CRIO_PID" 2>/dev/null || { tail -30 "$W/crio.log" >&2; die "crio exited"; }
-		sleep 0.5
-	done
-	tail -30 "$W/crio.log" >&2
-	die "crio did not get ready in 60s"
+	wait_daemon "$CRIO_PID" "$W/crio.log" crio network_ready
+	log "crio (pid $CRIO_PID) is ready, network ready"
 }
 
-stop_crio() {
-	local sig=${1:-TERM}
-	[[ -n ${CRIO_PID:-} ]] || return 0
-	kill -"$sig" "$CRIO_PID" 2>/dev/null
-	wait "$CRIO_PID" 2>/dev/null || true
-	CRIO_PID=
-}
+stop_crio() { stop_pid CRIO_PID "$@"; }
 
 write_configs() {
 	mkdir -p "$W"/{crio.conf.d,cni,ipam,logs,ns,exits,attach,runc,bin,lib,run,pods}

@@ -122,9 +122,11 @@ esac
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if [[ $MODE == heal ]]; then
 	build_all
+	e2e_unlock
 	run_e2e heal
 	exit 0
 fi
 compile_check
 build_all
+e2e_unlock
 run_e2e

@@ -1,21 +1,25 @@
 # shellcheck shell=bash
-# What the two end-to-end harnesses share, sourced by test/e2e/crio/run.sh
-# and test/e2e/containerd/run.sh before anything else (their lib.sh and
-# control.sh use it too). Each run.sh sets LOG_TAG (and may set E2E_CACHE)
-# first. It holds:
+# What the end-to-end harnesses share, sourced by each test/e2e/*/run.sh
+# before anything else (their lib.sh and control.sh use it too). Each
+# run.sh sets LOG_TAG (and may set E2E_CACHE) first; sourcing this takes
+# the harness's build lock (e2e_lock). It holds:
 #   - the settings: REPO, E2E_CACHE, OURMOD, T0, GOWORK=off
-#   - log, die, install_debs, keyhash
+#   - log, die, e2e_lock, e2e_unlock, install_debs, keyhash
 #   - building from the module proxy: fetch_src (download + writable copy,
-#     vendor/ dropped), proxy_dir, require_ours, stock_src (a control's
-#     unchanged copy), stock_links, build_crictl,
-#     build_plugins, compile_negative_check
+#     vendor/ dropped), proxy_dir, require_ours, gocni_src (a copy with
+#     its go-cni imports rewritten to ours), stock_src (a control's
+#     unchanged copy), stock_links, build_crictl, build_plugins,
+#     compile_negative_check, oci_image
+#   - running: wait_daemon, stop_pid, wait_for, strict, face_then_control
+#     (a harness's `all`)
 #   - driving a runtime with crictl (after the harness's crictl wrapper and
 #     its W, NET, HNET, BRIDGE, HBRIDGE, SUBNET, HSUBNET, CNI_CACHE,
-#     ALL_IDS): crictl_err, pod_config, run_pod, pod_ip, pod_netns,
-#     check_pod_ip, stop_rm_pod, write_conflist, write_fault_plugin,
-#     build_pause, reservations, veths_on, net_leftovers, assert_clean,
-#     check_host_free, cleanup_begin, kill_runc_containers,
-#     remove_net_state, cleanup_end, phase_churn, crash_pods, crash_check
+#     ALL_IDS): crictl_err, network_ready, pod_config, run_pod, pod_ip,
+#     pod_netns, check_pod_ip, stop_rm_pod, write_conflist,
+#     write_fault_plugin, build_pause, reservations, veths_on,
+#     net_leftovers, remove_rules, assert_clean, check_host_free,
+#     cleanup_begin, kill_runc_containers, remove_net_state, cleanup_end,
+#     phase_churn, crash_pods, crash_check
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ocicni-e2e}
@@ -37,13 +41,41 @@ die() {
 	exit 1
 }
 
+# e2e_lock: holds this harness's lock ($E2E_CACHE/.lock-$LOG_TAG) until
+# e2e_unlock or the end of the script, so that two runs of one harness
+# (CI's prebuild in the background and its stage in the foreground, or a
+# make target beside it) never prepare or build the same cached source
+# and binaries at once: the second waits, then finds them built. Taken
+# when this file is sourced; a mode that starts daemons calls e2e_unlock
+# first, so that no daemon inherits it.
+e2e_lock() {
+	mkdir -p "$E2E_CACHE"
+	exec {E2E_LOCK_FD}>"$E2E_CACHE/.lock-$LOG_TAG"
+	if ! flock -n "$E2E_LOCK_FD"; then
+		log "waiting for another run of this harness to finish its build"
+		flock "$E2E_LOCK_FD"
+	fi
+}
+
+e2e_unlock() {
+	[[ -z ${E2E_LOCK_FD:-} ]] || exec {E2E_LOCK_FD}>&-
+	E2E_LOCK_FD=
+}
+
+# install_debs pkg...: apt-get install, one harness at a time (a lock
+# beside the harnesses' own), waiting for any other apt that holds dpkg's.
 install_debs() {
+	local fd
 	log "apt-get install $*"
+	exec {fd}>"$E2E_CACHE/.lock-apt"
+	flock "$fd"
 	if [[ -z ${APT_UPDATED:-} ]]; then
-		apt-get update -qq >/dev/null || true
+		apt-get update -qq -o DPkg::Lock::Timeout=600 >/dev/null || true
 		APT_UPDATED=1
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$@" >/dev/null ||
+		die "apt-get install $* failed"
+	exec {fd}>&-
 }
 
 # keyhash: hash of this checkout's library (what the runtime compiles of
@@ -83,6 +115,37 @@ require_ours() {
 	(cd "$1" &&
 		go mod edit -require="$OURMOD@v0.0.0-00010101000000-000000000000" -replace="$OURMOD=$REPO" &&
 		go mod edit -droprequire="$2")
+}
+
+# gocni_src name module version [fixup]: sets SRC to a writable copy of
+# module@version whose go-cni imports name our pkg/gocni instead, with a
+# replace to this checkout, after fixup dir (a replace of the copy's own)
+# when given. Our package is named cni, as go-cni's is, so the import
+# path is all that changes, aliased or not; only go-cni's root package is
+# handled, and anything else stops the run. Keyed by name, version and
+# checkout path; redone when this function, one it calls or fixup changes.
+gocni_src() {
+	local name=$1 mod=$2 ver=$3 fixup=${4:-} pathkey recipe files left
+	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
+	SRC=$E2E_CACHE/src-${name,,}-$ver-$pathkey
+	# shellcheck disable=SC2086 # no fixup: no word
+	recipe=$(declare -f gocni_src fetch_src proxy_dir require_ours $fixup | sha256sum | cut -c1-16)
+	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
+		log "$name source: $SRC (cached)"
+		return
+	fi
+	fetch_src "$mod" "$ver" "$SRC" "$name"
+	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
+	[[ -n $files ]] || die "no $name file imports $GOCNI"
+	# shellcheck disable=SC2086
+	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
+	left=$(grep -rn --include='*.go' "\"$GOCNI" "$SRC" || true) # comments may link to go-cni
+	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
+	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else: $(tr '\n' ' ' <<<"${files//$SRC\//}")"
+	[[ -z $fixup ]] || "$fixup" "$SRC"
+	require_ours "$SRC" "$GOCNI"
+	! grep -qE "^[[:space:]]*(require[[:space:]]+)?$GOCNI[[:space:]]" "$SRC/go.mod" || die "$name's go.mod still requires $GOCNI"
+	printf '%s\n' "$recipe" >"$SRC/.prepared"
 }
 
 # stock_src module version dest label: a control's source, as published:
@@ -137,14 +200,26 @@ build_crictl() {
 # build_plugins dir: the reference CNI plugins from tools/ into dir; sets
 # PLUGINS. Each reports its module's version, as released builds do
 # (Nomad's fingerprint reads the bridge plugin's to decide whether to run
-# CHECK on restore).
+# CHECK on restore). Skipped when dir holds this recipe's build (tools/'s
+# go.mod and go.sum, this function); otherwise built aside and renamed in
+# file by file, so that a runtime running plugins from dir meanwhile (a
+# harness's run beside CI's prebuild) never execs a half-written one.
 build_plugins() {
-	local mod=github.com/containernetworking/plugins ver
+	local mod=github.com/containernetworking/plugins ver recipe tmp f
 	PLUGINS=$1
-	mkdir -p "$PLUGINS"
+	recipe=$( (
+		cat "$REPO/tools/go.mod" "$REPO/tools/go.sum"
+		declare -f build_plugins
+	) | sha256sum | cut -c1-16)
+	[[ ! -f $PLUGINS/.built || $(<"$PLUGINS/.built") != "$recipe" ]] || return 0
 	ver=$(cd "$REPO/tools" && go list -m -f '{{.Version}}' "$mod") || die "no $mod in tools/go.mod"
-	(cd "$REPO/tools" && go build -ldflags "-X $mod/pkg/utils/buildversion.BuildVersion=$ver" -o "$PLUGINS/" tool) ||
-		die "plugin build failed"
+	mkdir -p "$PLUGINS"
+	tmp=$(mktemp -d "$PLUGINS.tmp.XXXXXX")
+	(cd "$REPO/tools" && go build -ldflags "-X $mod/pkg/utils/buildversion.BuildVersion=$ver" -o "$tmp/" tool) ||
+		{ rm -rf "$tmp"; die "plugin build failed"; }
+	for f in "$tmp"/*; do mv -f "$f" "$PLUGINS/"; done
+	rm -rf "$tmp"
+	printf '%s\n' "$recipe" >"$PLUGINS/.built"
 }
 
 # compile_negative_check harness pkg ident srcprefix [want]: the compile
@@ -199,6 +274,10 @@ run_pod() { # name -> POD_ID (not in a subshell: it counts and records IDs)
 	PODS_RUN=$((PODS_RUN + 1))
 }
 
+# network_ready: crictl info reports the runtime's NetworkReady condition.
+network_ready() {
+	crictl info 2>/dev/null | jq -e '.status.conditions[] | select(.type=="NetworkReady") | .status == true' >/dev/null
+}
 pod_ip() { crictl inspectp "$1" | jq -r '.status.network.ip'; }
 pod_netns() { crictl inspectp "$1" | jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type=="network") | .path'; }
 
@@ -373,6 +452,95 @@ wait_for() {
 	die "$what: not within ${secs}s"
 }
 
+# wait_daemon pid log name cmd...: until cmd succeeds, 60 s at most; fails
+# at once, with the tail of log, when process pid ends first.
+wait_daemon() {
+	local pid=$1 logf=$2 name=$3 i
+	shift 3
+	for i in $(seq 1 120); do
+		"$@" && return 0
+		kill -0 "$pid" 2>/dev/null || { tail -30 "$logf" >&2; die "$name exited"; }
+		sleep 0.5
+	done
+	tail -30 "$logf" >&2
+	die "$name did not get ready in 60s"
+}
+
+# stop_pid var [signal]: signals (TERM by default) the daemon whose pid
+# the variable var holds, reaps it and empties var.
+stop_pid() {
+	local -n stop_pid_var=$1
+	[[ -n ${stop_pid_var:-} ]] || return 0
+	kill -"${2:-TERM}" "$stop_pid_var" 2>/dev/null
+	wait "$stop_pid_var" 2>/dev/null || true
+	stop_pid_var=
+}
+
+# strict cmd...: runs cmd in a subshell with errexit on, so that its EXIT
+# trap (a run's cleanup) is done when it returns, and leaves its status in
+# STRICT_RC. Not `( ... ) || rc=$?`: errexit would be off inside.
+strict() {
+	set +e
+	(
+		set -e
+		"$@"
+	)
+	STRICT_RC=$?
+	set -e
+}
+
+# face_then_control face control args...: a harness's `all`: its compile
+# check, its build, the face's run (face args..., as strict as `run`),
+# then, when that passed, the stock control through the same phases
+# (control args...), whose leftovers are recorded, not fatal. FACE_RESULTS
+# and CONTROL_RESULTS name files for the per-phase figures of the table.
+face_then_control() {
+	local face=$1 control=$2
+	shift 2
+	compile_check
+	build_bins
+	e2e_unlock
+	FACE_RESULTS=$(mktemp "/tmp/ocicni-$LOG_TAG-face.XXXXXX")
+	CONTROL_RESULTS=$(mktemp "/tmp/ocicni-$LOG_TAG-control.XXXXXX")
+	trap 'rm -f "$FACE_RESULTS" "$CONTROL_RESULTS"' EXIT
+	strict "$face" "$@"
+	((STRICT_RC == 0)) || die "the face's phases failed (exit status $STRICT_RC); the control was not run"
+	build_stock_bins
+	strict "$control" "$@"
+	((STRICT_RC == 0)) || die "the control's harness failed (exit status $STRICT_RC)"
+}
+
+# oci_image rootfs name config out: a one-layer OCI image layout of the
+# directory rootfs, named name, with config's JSON (the image config's
+# "config" object), written by hand (tar, sha256sum, JSON) as the tar out;
+# there is no registry.
+oci_image() {
+	local root=$1 name=$2 cfg=$3 out=$4 d l c m ls cs ms arch
+	d=$(mktemp -d "$W/oci.XXXXXX")
+	mkdir -p "$d/blobs/sha256"
+	tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$root" -cf "$d/layer.tar" .
+	l=$(sha256sum "$d/layer.tar" | cut -c1-64)
+	ls=$(stat -c %s "$d/layer.tar")
+	mv "$d/layer.tar" "$d/blobs/sha256/$l"
+	arch=$(go env GOARCH)
+	printf '{"architecture":"%s","os":"linux","config":%s,"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+		"$arch" "$cfg" "$l" >"$d/config.json"
+	c=$(sha256sum "$d/config.json" | cut -c1-64)
+	cs=$(stat -c %s "$d/config.json")
+	mv "$d/config.json" "$d/blobs/sha256/$c"
+	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%d}]}' \
+		"$c" "$cs" "$l" "$ls" >"$d/manifest.json"
+	m=$(sha256sum "$d/manifest.json" | cut -c1-64)
+	ms=$(stat -c %s "$d/manifest.json")
+	mv "$d/manifest.json" "$d/blobs/sha256/$m"
+	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"e2e"},"platform":{"architecture":"%s","os":"linux"}}]}' \
+		"$m" "$ms" "$name" "$arch" >"$d/index.json"
+	echo '{"imageLayoutVersion":"1.0.0"}' >"$d/oci-layout"
+	tar -C "$d" -cf "$out" oci-layout index.json blobs
+	rm -rf "$d"
+	OCI_MANIFEST=$m
+}
+
 # remove_rules id: deletes the iptables rules that name id, and the
 # CNI- chains they jump to (the bridge plugin's masquerade chain).
 remove_rules() {
@@ -529,3 +697,5 @@ crash_check() {
 	for id in "${CRASH_LIVE[@]}"; do stop_rm_pod "$id"; done
 	assert_clean "crash"
 }
+
+e2e_lock

@@ -43,25 +43,13 @@ start_containerd() {
 	log "starting containerd${CONTROL:+ (stock)}"
 	PATH=$CBIN:$PATH "$CBIN/containerd" --config "$W/config.toml" >>"$W/containerd.log" 2>&1 &
 	CTRD_PID=$!
-	local i
-	for i in $(seq 1 120); do
-		if "$CBIN/ctr" --address "$W/containerd.sock" version >/dev/null 2>&1; then
-			log "containerd (pid $CTRD_PID) is ready"
-			return 0
-		fi
-		kill -0 "$CTRD_PID" 2>/dev/null || { tail -30 "$W/containerd.log" >&2; die "containerd exited"; }
-		sleep 0.5
-	done
-	die "containerd did not get ready in 60s"
+	wait_daemon "$CTRD_PID" "$W/containerd.log" containerd ctr_up
+	log "containerd (pid $CTRD_PID) is ready"
 }
 
-stop_containerd() {
-	local sig=${1:-TERM}
-	[[ -n ${CTRD_PID:-} ]] || return 0
-	kill -"$sig" "$CTRD_PID" 2>/dev/null
-	wait "$CTRD_PID" 2>/dev/null || true
-	CTRD_PID=
-}
+ctr_up() { "$CBIN/ctr" --address "$W/containerd.sock" version >/dev/null 2>&1; }
+
+stop_containerd() { stop_pid CTRD_PID "$@"; }
 
 # write_configs: containerd with its CRI plugin on an empty CNI conf dir:
 # the face's containerd then runs one long-lived engine on the node's
@@ -126,32 +114,14 @@ EOF
 }
 
 # make_image: a one-layer OCI image of Debian's busybox-static (sh, ping,
-# sleep, true as its applets), the layout written by hand, loaded with
+# sleep, true as its applets; oci_image), loaded with
 # nerdctl load; there is no registry.
 make_image() {
-	local d=$W/image l c m ls cs ms arch a
-	mkdir -p "$d/blobs/sha256" "$d/rootfs/bin" "$d/rootfs/etc" "$d/rootfs/tmp" "$d/rootfs/proc" "$d/rootfs/sys" "$d/rootfs/dev"
-	cp /bin/busybox "$d/rootfs/bin/busybox"
-	for a in sh ping sleep true cat ip; do ln -s busybox "$d/rootfs/bin/$a"; done
-	tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$d/rootfs" -cf "$W/layer.tar" .
-	l=$(sha256sum "$W/layer.tar" | cut -c1-64)
-	ls=$(stat -c %s "$W/layer.tar")
-	mv "$W/layer.tar" "$d/blobs/sha256/$l"
-	arch=$(go env GOARCH)
-	printf '{"architecture":"%s","os":"linux","config":{"Cmd":["/bin/sh"],"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-		"$arch" "$l" >"$W/config.json"
-	c=$(sha256sum "$W/config.json" | cut -c1-64)
-	cs=$(stat -c %s "$W/config.json")
-	mv "$W/config.json" "$d/blobs/sha256/$c"
-	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%d}]}' \
-		"$c" "$cs" "$l" "$ls" >"$W/manifest.json"
-	m=$(sha256sum "$W/manifest.json" | cut -c1-64)
-	ms=$(stat -c %s "$W/manifest.json")
-	mv "$W/manifest.json" "$d/blobs/sha256/$m"
-	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"e2e"},"platform":{"architecture":"%s","os":"linux"}}]}' \
-		"$m" "$ms" "$IMAGE" "$arch" >"$d/index.json"
-	echo '{"imageLayoutVersion":"1.0.0"}' >"$d/oci-layout"
-	tar -C "$d" -cf "$W/image.tar" oci-layout index.json blobs
+	local r=$W/image-root a
+	mkdir -p "$r/bin" "$r/etc" "$r/tmp" "$r/proc" "$r/sys" "$r/dev"
+	cp /bin/busybox "$r/bin/busybox"
+	for a in sh ping sleep true cat ip; do ln -s busybox "$r/bin/$a"; done
+	oci_image "$r" "$IMAGE" '{"Cmd":["/bin/sh"],"Env":["PATH=/bin"]}' "$W/image.tar"
 	nerd load -i "$W/image.tar" >>"$W/nerdctl.log" 2>&1 || { tail -5 "$W/nerdctl.log" >&2; die "nerdctl load of the image failed"; }
 	nerd image inspect "$IMAGE" >/dev/null 2>&1 || die "nerdctl does not list $IMAGE"
 	log "image $IMAGE loaded (busybox $(/bin/busybox | head -1 | awk '{print $2}'))"

@@ -52,34 +52,9 @@ use_proxy_tigron() {
 	(cd "$1" && go mod edit -dropreplace="$TIGRON@v0.0.0" -replace="$TIGRON@v0.0.0=$TIGRON@$TIGRON_VERSION")
 }
 
-# prepare_src: a writable copy of nerdctl, go-cni imports rewritten to our
-# pkg/gocni, with a replace to this checkout. Keyed by nerdctl version and
-# checkout path; redone when this function or one it calls changes.
-prepare_src() {
-	local pathkey recipe files left
-	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
-	SRC=$E2E_CACHE/src-nerdctl-$NERDCTL_VERSION-$pathkey
-	recipe=$(declare -f prepare_src fetch_src proxy_dir require_ours use_proxy_tigron | sha256sum | cut -c1-16)
-	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
-		log "nerdctl source: $SRC (cached)"
-		return
-	fi
-	fetch_src github.com/containerd/nerdctl/v2 "$NERDCTL_VERSION" "$SRC" nerdctl
-	files=$(grep -rl --include='*.go' "\"$GOCNI" "$SRC" || true)
-	[[ -n $files ]] || die "no nerdctl file imports $GOCNI"
-	# Our package is named cni, as go-cni's is: only the import path
-	# changes. Only go-cni's root package is handled; anything else stops
-	# the run below.
-	# shellcheck disable=SC2086
-	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
-	left=$(grep -rn --include='*.go' "\"$GOCNI" "$SRC" || true) # a comment may link to go-cni
-	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
-	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
-	use_proxy_tigron "$SRC"
-	require_ours "$SRC" "$GOCNI"
-	grep -q "$GOCNI " "$SRC/go.mod" && die "nerdctl's go.mod still requires $GOCNI"
-	printf '%s\n' "$recipe" >"$SRC/.prepared"
-}
+# prepare_src: nerdctl with its go-cni imports rewritten and tigron from
+# the proxy (see gocni_src).
+prepare_src() { gocni_src nerdctl github.com/containerd/nerdctl/v2 "$NERDCTL_VERSION" use_proxy_tigron; }
 
 # in_src cmd...: runs a go command in nerdctl's copy (-mod=mod may add our
 # dependencies to its go.mod and go.sum).
@@ -162,6 +137,9 @@ build_stock_bins() {
 	PLUGINS=$E2E_CACHE/plugins-containerd-$(keyhash)
 }
 
+# control_run phase...: the control's run of the phases (lib.sh).
+control_run() { CONTROL=1 run_e2e "$@"; }
+
 case $MODE in
 compile)
 	compile_check
@@ -179,36 +157,17 @@ run | all | control)
 	case $MODE in
 	run)
 		build_bins
+		e2e_unlock
 		run_e2e "$@"
 		;;
 	all)
-		compile_check
-		build_bins
-		FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-nerd-face.XXXXXX)
-		CONTROL_RESULTS=$(mktemp /tmp/ocicni-e2e-nerd-control.XXXXXX)
-		trap 'rm -f "$FACE_RESULTS" "$CONTROL_RESULTS"' EXIT
-		set +e
-		(
-			set -e
-			run_e2e "$@"
-		)
-		rc=$?
-		set -e
-		((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
-		build_stock_bins
-		set +e
-		(
-			set -e
-			CONTROL=1 run_e2e "$@"
-		)
-		rc=$?
-		set -e
-		((rc == 0)) || die "the control's harness failed (exit status $rc)"
+		face_then_control run_e2e control_run "$@"
 		print_table
 		;;
 	control)
 		build_stock_bins
-		CONTROL=1 run_e2e "$@"
+		e2e_unlock
+		control_run "$@"
 		;;
 	esac
 	;;

@@ -87,26 +87,13 @@ start_agent() {
 	log "starting the Nomad agent${CONTROL:+ (stock)}"
 	env -u AWS_CA_BUNDLE "$NBIN/nomad" agent -config "$W/agent.hcl" >>"$W/agent.log" 2>&1 &
 	AGENT_PID=$!
-	local i
-	for i in $(seq 1 120); do
-		if nomad node status -json 2>/dev/null | jq -e '.[0].Status == "ready"' >/dev/null; then
-			log "agent (pid $AGENT_PID) is ready, its client node too"
-			return 0
-		fi
-		kill -0 "$AGENT_PID" 2>/dev/null || { tail -20 "$W/agent.log" >&2; die "the agent exited"; }
-		sleep 0.5
-	done
-	tail -20 "$W/agent.log" >&2
-	die "the agent's node was not ready in 60s"
+	wait_daemon "$AGENT_PID" "$W/agent.log" "the agent" node_ready
+	log "agent (pid $AGENT_PID) is ready, its client node too"
 }
 
-stop_agent() {
-	local sig=${1:-TERM}
-	[[ -n ${AGENT_PID:-} ]] || return 0
-	kill -"$sig" "$AGENT_PID" 2>/dev/null
-	wait "$AGENT_PID" 2>/dev/null || true
-	AGENT_PID=
-}
+node_ready() { nomad node status -json 2>/dev/null | jq -e '.[0].Status == "ready"' >/dev/null; }
+
+stop_agent() { stop_pid AGENT_PID "$@"; }
 
 # job name count network: a service job of count raw_exec tasks, each a
 # busybox httpd on port 8080 of its allocation's network namespace;

@@ -41,31 +41,9 @@ use_proxy_api() {
 	(cd "$1" && go mod edit -dropreplace="$NOMAD_API" -replace="$NOMAD_API=$NOMAD_API@$NOMAD_API_VERSION")
 }
 
-# prepare_src: a writable copy of Nomad, go-cni imports rewritten to our
-# pkg/gocni, with a replace to this checkout. Keyed by Nomad version and
-# checkout path; redone when this function or one it calls changes.
-prepare_src() {
-	local pathkey recipe files left
-	pathkey=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
-	SRC=$E2E_CACHE/src-nomad-$NOMAD_VERSION-$pathkey
-	recipe=$(declare -f prepare_src fetch_src proxy_dir require_ours use_proxy_api | sha256sum | cut -c1-16)
-	if [[ -f $SRC/.prepared && $(<"$SRC/.prepared") == "$recipe" ]]; then
-		log "Nomad source: $SRC (cached)"
-		return
-	fi
-	fetch_src github.com/hashicorp/nomad "$NOMAD_VERSION" "$SRC" Nomad
-	files=$(grep -rl --include='*.go' "\"$GOCNI\"" "$SRC" || true)
-	[[ -n $files ]] || die "no Nomad file imports $GOCNI"
-	# shellcheck disable=SC2086
-	sed -i -e "s#\"$GOCNI\"#\"$OURMOD/pkg/gocni\"#" $files
-	left=$(grep -rn --include='*.go' "\"$GOCNI" "$SRC" || true)
-	[[ -z $left ]] || die "imports of $GOCNI left after the rewrite:"$'\n'"$left"
-	log "rewrote the import path in $(wc -w <<<"$files") files to $OURMOD/pkg/gocni, nothing else"
-	use_proxy_api "$SRC"
-	require_ours "$SRC" "$GOCNI"
-	grep -q "$GOCNI " "$SRC/go.mod" && die "Nomad's go.mod still requires $GOCNI"
-	printf '%s\n' "$recipe" >"$SRC/.prepared"
-}
+# prepare_src: Nomad with its go-cni imports rewritten and its api module
+# from the proxy (see gocni_src).
+prepare_src() { gocni_src Nomad github.com/hashicorp/nomad "$NOMAD_VERSION" use_proxy_api; }
 
 in_src() { (cd "$SRC" && GOFLAGS="$GOFLAGS -mod=mod" "$@"); }
 
@@ -136,6 +114,11 @@ build_stock_bins() {
 	build_plugins "$PLUGINS"
 }
 
+# face_run, control_run phase...: the face's and the control's runs of
+# the phases (lib.sh), each recording its figures for the table.
+face_run() { RESULTS=$FACE_RESULTS run_e2e "$@"; }
+control_run() { CONTROL=1 RESULTS=$CONTROL_RESULTS run_e2e "$@"; }
+
 case $MODE in
 compile)
 	compile_check
@@ -153,35 +136,16 @@ run | all | control)
 	case $MODE in
 	run)
 		build_bins
+		e2e_unlock
 		run_e2e "$@"
 		;;
 	control)
 		build_stock_bins
-		CONTROL=1 run_e2e "$@"
+		e2e_unlock
+		control_run "$@"
 		;;
 	all)
-		compile_check
-		build_bins
-		FACE_RESULTS=$(mktemp /tmp/ocicni-e2e-nomad-face.XXXXXX)
-		CONTROL_RESULTS=$(mktemp /tmp/ocicni-e2e-nomad-control.XXXXXX)
-		trap 'rm -f "$FACE_RESULTS" "$CONTROL_RESULTS"' EXIT
-		set +e
-		(
-			set -e
-			RESULTS=$FACE_RESULTS run_e2e "$@"
-		)
-		rc=$?
-		set -e
-		((rc == 0)) || die "the face's phases failed (exit status $rc); the control was not run"
-		build_stock_bins
-		set +e
-		(
-			set -e
-			CONTROL=1 RESULTS=$CONTROL_RESULTS run_e2e "$@"
-		)
-		rc=$?
-		set -e
-		((rc == 0)) || die "the control's harness failed (exit status $rc)"
+		face_then_control face_run control_run "$@"
 		print_table
 		;;
 	esac
