@@ -274,7 +274,7 @@ func recordRow(ordersDir string, inv *ocicni.SandboxInventory, networks []string
 }
 
 func cacheLsTable(t *table, doc cacheLsJSON) {
-	t.row("NETWORK", "CONTAINER", "IFNAME", "NETNS", "IPS", "FILE", "STATE", "REASON")
+	t.head("NETWORK", "CONTAINER", "IFNAME", "NETNS", "IPS", "FILE", "STATE", "REASON")
 	for _, e := range doc.Entries {
 		var state string
 		switch {
@@ -294,7 +294,7 @@ func cacheLsTable(t *table, doc cacheLsJSON) {
 		t.row(e.Network, e.Container, e.IfName, e.NetNS, join(e.IPs), filepath.Base(e.File), state, e.Reason)
 	}
 	t.section("ATTACHMENT RECORDS (ADD order)")
-	t.row("CONTAINER", "#", "NETWORK", "IFNAME", "NETNS", "CACHED", "STATE")
+	t.head("CONTAINER", "#", "NETWORK", "IFNAME", "NETNS", "CACHED", "STATE")
 	for _, r := range doc.Records {
 		if r.Reason != "" {
 			state := "unreadable: "
@@ -357,12 +357,12 @@ func runCacheRm(ctx context.Context, g *globals, id, netnsArg string, out *print
 		}
 	}
 	if err := out.emit(doc, func(t *table) {
-		t.row("REMOVED")
+		t.head("REMOVED")
 		for _, f := range doc.Removed {
 			t.row(f)
 		}
 		t.section("ATTACHMENT RECORD (kept until DEL succeeds; gc releases these)")
-		t.row("#", "NETWORK", "IFNAME", "NETNS")
+		t.head("#", "NETWORK", "IFNAME", "NETNS")
 		for i, a := range doc.Record {
 			t.row(strconv.Itoa(i+1), a.Network, a.IfName, a.NetNS)
 		}

@@ -13,7 +13,7 @@ import (
 const (
 	exitOK       = 0 // the command did what it was asked
 	exitUsage    = 1 // bad flags or arguments; nothing ran
-	exitNotFound = 2 // no such network, container (in the cache) or netns
+	exitNotFound = 2 // no such network (or no default network), container (in the cache) or netns
 	exitFailed   = 3 // an operation failed
 	exitPartial  = 4 // teardown: some attachments deleted, some failed
 )
@@ -21,7 +21,7 @@ const (
 const exitCodesHelp = `Exit codes:
   0  ok
   1  usage error: bad flags or arguments (nothing ran)
-  2  not found: no such network, netns, or container in the cache
+  2  not found: no such network (or no default network), netns, or container in the cache
   3  failed
   4  partial teardown: some attachments were deleted, some failed
 `

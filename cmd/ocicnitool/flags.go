@@ -56,6 +56,11 @@ type globals struct {
 	timeout  time.Duration
 	debug    bool
 
+	// listsSkips is set by the commands whose output lists the config
+	// files the library skipped, with the reason: the library's warnings
+	// about them are left out of its log then, unless --debug.
+	listsSkips bool
+
 	stderr io.Writer
 }
 
@@ -131,12 +136,24 @@ func (g *globals) newManager(opts ...ocicni.Option) (*ocicni.Manager, error) {
 	if g.debug {
 		log.SetLevel(logrus.DebugLevel)
 	}
-	return ocicni.New(append([]ocicni.Option{
+	var held *heldLog
+	if g.listsSkips && !g.debug {
+		held = holdLog(log) // until the skipped files are known
+	}
+	m, err := ocicni.New(append([]ocicni.Option{
 		ocicni.WithCacheDir(cacheDir),
 		ocicni.WithoutWatcher(),
 		ocicni.WithoutHealing(),
 		ocicni.WithLogger(logrus.NewEntry(log).WithField("component", "ocicnitool")),
 	}, opts...)...)
+	if held != nil {
+		var skipped []*ocicni.ConfigError
+		if err == nil {
+			skipped = m.Skipped()
+		}
+		held.release(skipped)
+	}
+	return m, err
 }
 
 // shutdown stops a manager built by [globals.manager]. Without a watcher

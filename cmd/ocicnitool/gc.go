@@ -111,7 +111,7 @@ func runGC(ctx context.Context, g *globals, validIDs []string, out *printer) err
 		doc.Errors = append(doc.Errors, toErrorJSON(e))
 	}
 	if err := out.emit(doc, func(t *table) {
-		t.row("CONTAINER", "NETWORK", "IFNAME", "OUTCOME", "ERROR")
+		t.head("CONTAINER", "NETWORK", "IFNAME", "OUTCOME", "ERROR")
 		for _, o := range doc.Outcomes {
 			msg := ""
 			if o.Error != nil {

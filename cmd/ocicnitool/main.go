@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 )
 
 const progName = "ocicnitool"
@@ -145,6 +146,8 @@ Commands:
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(w, "\nGlobal flags (each command takes those it uses; %q lists them):\n", "help COMMAND")
+	printGlobalFlags(w)
 	fmt.Fprintf(w, `
 NETNS is a path, or the name of a namespace pinned under %[2]s (as
 "ip netns add" does). Flags take one or two dashes and may come before or
@@ -156,6 +159,34 @@ Examples:
   %[1]s cache ls --json
 
 %[3]s`, progName, netnsRunDir, exitCodesHelp)
+}
+
+// globalFlags are the flags the overview lists, in its order, with the
+// name of their argument.
+var globalFlags = []struct{ name, arg string }{
+	{"conf-dir", "DIR"}, {"bin-dir", "DIR"}, {"cache-dir", "DIR"},
+	{"json", ""}, {"timeout", "DURATION"}, {"debug", ""},
+}
+
+// printGlobalFlags lists globalFlags with their usage and default, from
+// the flags the commands register, so that the defaults shown are the
+// ones that apply.
+func printGlobalFlags(w io.Writer) {
+	fs := flag.NewFlagSet(progName, flag.ContinueOnError)
+	g := &globals{}
+	g.dirFlags(fs)
+	g.outputFlags(fs)
+	g.runFlags(fs)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, gf := range globalFlags {
+		f := fs.Lookup(gf.name)
+		usage := f.Usage
+		if gf.arg != "" {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(tw, "  --%s %s\t%s\n", gf.name, gf.arg, usage)
+	}
+	_ = tw.Flush() // as for the Fprintfs around it, a failed write of the help has nowhere to go
 }
 
 func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {

@@ -33,13 +33,36 @@ func (p *printer) emit(v any, fill func(t *table)) error {
 }
 
 // table is a tabwriter that takes rows as cells. Empty cells print as "-",
-// so that every column stays visible.
+// so that every column stays visible. A listing starts with head; one
+// that gets no row prints noRows under its header, so that an empty
+// listing does not look cut short.
 type table struct {
-	tw  *tabwriter.Writer
-	err error
+	tw     *tabwriter.Writer
+	err    error
+	headed bool // head was called, and no row since
+}
+
+// noRows is what a listing without rows prints under its header.
+const noRows = "(none)"
+
+// head prints the header of a listing.
+func (t *table) head(cells ...string) {
+	t.endListing()
+	t.row(cells...)
+	t.headed = true
+}
+
+// endListing prints noRows when the listing under the last head got no
+// row.
+func (t *table) endListing() {
+	if t.headed && t.err == nil {
+		_, t.err = fmt.Fprintln(t.tw, noRows)
+	}
+	t.headed = false
 }
 
 func (t *table) row(cells ...string) {
+	t.headed = false
 	for i, c := range cells {
 		if c == "" {
 			cells[i] = "-"
@@ -55,6 +78,7 @@ func (t *table) row(cells ...string) {
 
 // section ends the current table and prints a title line before the next.
 func (t *table) section(title string) {
+	t.endListing()
 	if err := t.tw.Flush(); err != nil && t.err == nil {
 		t.err = err
 	}
@@ -64,6 +88,7 @@ func (t *table) section(title string) {
 }
 
 func (t *table) flush() error {
+	t.endListing()
 	if err := t.tw.Flush(); err != nil && t.err == nil {
 		t.err = err
 	}

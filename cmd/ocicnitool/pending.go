@@ -67,7 +67,7 @@ func runPending(g *globals, out *printer) error {
 		doc = append(doc, toPendingJSON(p, now))
 	}
 	return out.emit(doc, func(t *table) {
-		t.row("CONTAINER", "NETWORK", "IFNAME", "ATTEMPTS", "SINCE", "AGE", "NEXT", "LAST ERROR")
+		t.head("CONTAINER", "NETWORK", "IFNAME", "ATTEMPTS", "SINCE", "AGE", "NEXT", "LAST ERROR")
 		for _, p := range doc {
 			next := "gave up"
 			if p.NextAttempt != nil {

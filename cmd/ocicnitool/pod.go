@@ -236,7 +236,7 @@ func printAttachments(out *printer, pod ocicni.PodNetwork, results []ocicni.NetR
 		if check {
 			head = append(head, "CHECK")
 		}
-		t.row(head...)
+		t.head(head...)
 		for _, a := range doc.Attachments {
 			cells := []string{a.Network, a.IfName, a.Interface, a.MAC, join(a.IPs)}
 			if check {
@@ -288,7 +288,7 @@ func runDel(ctx context.Context, _ *globals, m *ocicni.Manager, pod ocicni.PodNe
 		}
 	}
 	if perr := out.emit(doc, func(t *table) {
-		t.row("NETWORK", "IFNAME", "OUTCOME", "ERROR")
+		t.head("NETWORK", "IFNAME", "OUTCOME", "ERROR")
 		for _, o := range doc.Outcomes {
 			class := o.Outcome
 			if o.Tolerated {

@@ -36,7 +36,9 @@ The cache is read only; no plugin runs and no conf dir is needed. With
 a runtime loads it (which runs the VERSION of the plugins its files name),
 to add the networks loaded, the default one and the files skipped with the
 reason; the loaded networks then also help name corrupt cache files, as
-they do for gc. Exits 0 whatever the figures are.
+they do for gc. Exits 0 whatever the figures are, except that with --conf
+a conf dir that gives no default network (no valid file) is "not found":
+the figures are printed all the same, then the command says so and exits 2.
 
 Examples:
   ocicnitool stats
@@ -125,6 +127,7 @@ func runStats(g *globals, withConf bool, out *printer) error {
 	newManager := g.cacheManager
 	if withConf {
 		newManager = g.manager
+		g.listsSkips = true
 	}
 	m, err := newManager()
 	if err != nil {
@@ -142,7 +145,13 @@ func runStats(g *globals, withConf bool, out *printer) error {
 		confDir, _ := absDir("conf-dir", g.confDir)
 		doc.Config = confStats(m, confDir)
 	}
-	return out.emit(doc, func(t *table) { statsTable(t, doc) })
+	if err := out.emit(doc, func(t *table) { statsTable(t, doc) }); err != nil {
+		return err
+	}
+	if c := doc.Config; c != nil && c.Default == "" {
+		return noDefaultNetwork(nil, c.ConfDir, len(c.Skipped))
+	}
+	return nil
 }
 
 // confStats is the conf dir's view of m.
@@ -159,13 +168,13 @@ func confStats(m *ocicni.Manager, confDir string) *confStatsJSON {
 
 func statsTable(t *table, doc statsJSON) {
 	itoa := strconv.Itoa
-	t.row("SANDBOXES", "RECORDED", "CACHED", "UNREADABLE RECORDS", "ATTACHMENTS")
+	t.head("SANDBOXES", "RECORDED", "CACHED", "UNREADABLE RECORDS", "ATTACHMENTS")
 	s := doc.Sandboxes
 	t.row(itoa(s.Total), itoa(s.Recorded), itoa(s.Cached), itoa(s.UnreadableRecords), itoa(doc.Attachments))
 
 	t.section("CACHE ENTRIES")
 	e := doc.Entries
-	t.row("TOTAL", "CORRUPT", "UNREADABLE", "UNOWNED", "DUPLICATE")
+	t.head("TOTAL", "CORRUPT", "UNREADABLE", "UNOWNED", "DUPLICATE")
 	t.row(itoa(e.Total), itoa(e.Corrupt), itoa(e.Unreadable), itoa(e.Unowned), itoa(e.Duplicate))
 
 	t.section("PENDING TEARDOWNS")
@@ -177,18 +186,18 @@ func statsTable(t *table, doc statsJSON) {
 	if p.NextAttempt != nil {
 		next = p.NextAttempt.Format(time.RFC3339)
 	}
-	t.row("TOTAL", "GAVE UP", "DUE NOW", "OLDEST", "NEXT")
+	t.head("TOTAL", "GAVE UP", "DUE NOW", "OLDEST", "NEXT")
 	t.row(itoa(p.Total), itoa(p.GaveUp), itoa(p.DueNow), oldest, next)
 
 	t.section("ATTACHMENTS BY NETWORK")
-	t.row("NETWORK", "ATTACHMENTS", "CACHED", "PENDING")
+	t.head("NETWORK", "ATTACHMENTS", "CACHED", "PENDING")
 	for _, n := range doc.Networks {
 		t.row(n.Network, itoa(n.Attachments), itoa(n.Cached), itoa(n.Pending))
 	}
 
 	if c := doc.Config; c != nil {
 		t.section("NETWORKS LOADED FROM " + c.ConfDir)
-		t.row("NETWORK", "DEFAULT")
+		t.head("NETWORK", "DEFAULT")
 		for _, n := range c.Networks {
 			def := ""
 			if n == c.Default {
@@ -197,7 +206,7 @@ func statsTable(t *table, doc statsJSON) {
 			t.row(n, def)
 		}
 		t.section("SKIPPED CONFIG FILES")
-		t.row("FILE", "NETWORK", "REASON")
+		t.head("FILE", "NETWORK", "REASON")
 		for _, sk := range c.Skipped {
 			t.row(sk.File, sk.Network, sk.Reason)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -216,7 +217,8 @@ func TestStatsFixtures(t *testing.T) {
 
 // TestStatsConf checks the conf dir's view that --conf adds, and that
 // --conf-dir implies it: the networks loaded, the default one and the
-// files skipped with their reason.
+// files skipped with their reason. The files give no default network,
+// which is "not found" (see TestStatsConfNoDefaultNetwork).
 func TestStatsConf(t *testing.T) {
 	confDir, binDir := t.TempDir(), t.TempDir()
 	testenv.WriteFile(t, confDir, "10-bad.conflist", `{"cniVersion": "1.0.0", "name": "bad", "plugins": [`)
@@ -225,7 +227,7 @@ func TestStatsConf(t *testing.T) {
 		{"--conf", "--conf-dir", confDir, "--bin-dir", binDir},
 		{"--conf-dir", confDir, "--bin-dir", binDir},
 	} {
-		doc := decode[statsJSON](t, mustRun(t, exitOK, append([]string{"stats", "--json", "--cache-dir", fixtureCache(t)}, args...)...))
+		doc := decode[statsJSON](t, mustRun(t, exitNotFound, append([]string{"stats", "--json", "--cache-dir", fixtureCache(t)}, args...)...))
 		require.NotNil(t, doc.Config, "%v", args)
 		assert.Equal(t, confDir, doc.Config.ConfDir)
 		assert.Empty(t, doc.Config.Default)
@@ -237,6 +239,54 @@ func TestStatsConf(t *testing.T) {
 		assert.Contains(t, doc.Config.Skipped[1].Reason, "no-such-plugin")
 		assert.Equal(t, 3, doc.Sandboxes.Total, "the cache figures are there too")
 	}
-	r := mustRun(t, exitOK, "stats", "--cache-dir", fixtureCache(t), "--conf-dir", confDir, "--bin-dir", binDir)
+	r := mustRun(t, exitNotFound, "stats", "--cache-dir", fixtureCache(t), "--conf-dir", confDir, "--bin-dir", binDir)
 	assert.Regexp(t, `(?m)^SKIPPED CONFIG FILES\nFILE +NETWORK +REASON\n\S+/10-bad\.conflist +- +`, r.stdout)
+}
+
+// TestStatsConfNoDefaultNetwork checks that stats, when it loads the conf
+// dir (--conf, or implied by --conf-dir), says that no default network is
+// loaded and exits 2 (not found), as status does, after printing the
+// figures; and that without --conf nothing is said of networks.
+func TestStatsConfNoDefaultNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		files  map[string]string
+		flags  []string
+		reason string // the reason the error gives, after the conf dir
+	}{
+		{name: "empty conf dir", flags: []string{"--conf"}},
+		{name: "empty conf dir, --conf implied", flags: []string{}},
+		{
+			name:   "every file skipped",
+			files:  map[string]string{"10-bad.conflist": `{"cniVersion": "1.0.0", "name": "bad", "plugins": [`},
+			flags:  []string{"--conf"},
+			reason: " (1 config file skipped, listed with the reason)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			confDir := t.TempDir()
+			for name, data := range tc.files {
+				testenv.WriteFile(t, confDir, name, data)
+			}
+			args := append([]string{"stats", "--cache-dir", fixtureCache(t), "--conf-dir", confDir, "--bin-dir", t.TempDir()}, tc.flags...)
+			wantErr := progName + " stats: ocicni: no default network: no valid CNI configuration in " + confDir + tc.reason + "\n"
+
+			r := mustRun(t, exitNotFound, args...)
+			assert.Equal(t, wantErr, r.stderr)
+			assert.Regexp(t, `(?m)^NETWORKS LOADED FROM `+regexp.QuoteMeta(confDir)+`\nNETWORK +DEFAULT\n\(none\)$`, r.stdout)
+			assert.Regexp(t, `(?m)^SANDBOXES `, r.stdout, "the figures come first")
+
+			r = mustRun(t, exitNotFound, append(args, "--json")...)
+			assert.Equal(t, wantErr, r.stderr)
+			doc := decode[statsJSON](t, r)
+			require.NotNil(t, doc.Config)
+			assert.Empty(t, doc.Config.Default)
+			assert.Equal(t, 3, doc.Sandboxes.Total, "the figures are there")
+		})
+	}
+
+	// Without the conf dir, stats says nothing of networks.
+	r := mustRun(t, exitOK, "stats", "--cache-dir", fixtureCache(t))
+	assert.Empty(t, r.stderr)
 }

@@ -20,8 +20,9 @@ sees it: the default network must be loaded and pass STATUS (CNI 1.1.0 and
 later), and every loaded network gets STATUS too. Config files that were
 skipped are listed with the reason (a missing plugin binary, bad JSON, ...).
 --network restricts the report, and the exit code, to the named networks;
-a name that is not loaded is "not found". Exits 3 when a reported network,
-or the default one, is not ready.
+a name that is not loaded is "not found". Exits 2 (not found) when no
+default network is loaded (no valid file in --conf-dir), and 3 when a
+reported network, or the default one, is loaded but not ready.
 
 With NETNS and CONTAINER-ID, prints the sandbox's attachments with their
 interfaces and IPs, from the cached results (after CHECK, as a runtime's
@@ -75,19 +76,26 @@ func runNodeStatus(ctx context.Context, g *globals, pf *podFlags, out *printer) 
 	if err != nil {
 		return err
 	}
+	g.listsSkips = true
 	m, ctx, end, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
 	defer end()
 
+	skipped := m.Skipped()
 	statusErr := m.StatusWithContext(ctx)
+	if errors.Is(statusErr, ocicni.ErrNoDefaultNetwork) {
+		// The library's error repeats the skip reasons, listed below.
+		confDir, _ := absDir("conf-dir", g.confDir) // session() accepted it already
+		statusErr = noDefaultNetwork(statusErr, confDir, len(skipped))
+	}
 	doc := nodeStatusJSON{
 		Default: m.GetDefaultNetworkName(), Ready: statusErr == nil, Error: toErrorJSON(statusErr),
 		Networks: []networkStatusJSON{}, Skipped: []skippedJSON{},
 	}
 	failed := addNetworkStatuses(ctx, m, want, &doc)
-	for _, s := range m.Skipped() {
+	for _, s := range skipped {
 		doc.Skipped = append(doc.Skipped, skippedJSON{File: s.File, Network: s.Network, Reason: errText(s.Err)})
 	}
 	if err := out.emit(doc, func(t *table) { nodeStatusTable(t, doc) }); err != nil {
@@ -141,7 +149,7 @@ func nodeStatusError(g *globals, want []ocicni.NetAttachment, doc nodeStatusJSON
 }
 
 func nodeStatusTable(t *table, doc nodeStatusJSON) {
-	t.row("NETWORK", "DEFAULT", "STATUS", "ERROR")
+	t.head("NETWORK", "DEFAULT", "STATUS", "ERROR")
 	for _, n := range doc.Networks {
 		def, state, msg := "", "ready", ""
 		if n.Default {
@@ -154,7 +162,7 @@ func nodeStatusTable(t *table, doc nodeStatusJSON) {
 	}
 	if len(doc.Skipped) > 0 {
 		t.section("SKIPPED CONFIG FILES")
-		t.row("FILE", "NETWORK", "REASON")
+		t.head("FILE", "NETWORK", "REASON")
 		for _, s := range doc.Skipped {
 			t.row(s.File, s.Network, s.Reason)
 		}

@@ -3,11 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
 // TestUsageErrors checks that bad command lines exit 1, say why, and run
@@ -96,5 +99,38 @@ func TestREADMEListsEveryCommand(t *testing.T) {
 		if !strings.Contains(string(readme), "\n| `"+c.name) {
 			t.Errorf("no row for %q in README.md's command table", c.name)
 		}
+	}
+}
+
+// TestHelpListsGlobalFlags checks that the overview, whichever way it is
+// asked for, lists the directory flags with their defaults.
+func TestHelpListsGlobalFlags(t *testing.T) {
+	defaults := map[string]string{
+		"conf-dir":  ocicni.DefaultConfDir,
+		"bin-dir":   ocicni.DefaultBinDir,
+		"cache-dir": defaultCacheDir,
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		stderr   bool // the overview goes to stderr
+	}{
+		{name: "help", args: []string{"help"}},
+		{name: "--help", args: []string{"--help"}},
+		{name: "-h", args: []string{"-h"}},
+		{name: "no arguments", wantCode: exitUsage, stderr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := mustRun(t, tc.wantCode, tc.args...)
+			overview := r.stdout
+			if tc.stderr {
+				overview = r.stderr
+			}
+			for flagName, def := range defaults {
+				assert.Regexp(t, `(?m)^  --`+flagName+` DIR +\S.*\(default `+regexp.QuoteMeta(def)+`\)$`, overview)
+			}
+		})
 	}
 }
