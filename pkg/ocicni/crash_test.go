@@ -277,7 +277,7 @@ func runCrashCase(t *testing.T, cc crashCase) crashResult {
 		require.NoError(t, res.absentErr, "recovery without config files; helper log:\n%s", h.stderr())
 		if left := e.requireNoLeftovers(nets, []string{pod.NetNS}); left.count() > 0 {
 			res.leftovers += left.count()
-			t.Logf("left after the recovery without config: %s", left)
+			t.Logf("left after the recovery without config: %s\nthe recovering manager's log:\n%s", left, e.managerLog())
 		}
 		for f, b := range confs {
 			require.NoError(t, os.WriteFile(f, b, 0o644))
@@ -288,7 +288,7 @@ func runCrashCase(t *testing.T, cc crashCase) crashResult {
 	left := e.requireNoLeftovers(nets, []string{pod.NetNS})
 	res.leftovers += left.count()
 	if res.leftovers > 0 {
-		t.Logf("helper log:\n%s", h.stderr())
+		t.Logf("helper log:\n%s\nthe recovering manager's log:\n%s", h.stderr(), e.managerLog())
 		for _, c := range e.calls("") {
 			t.Logf("call: %s %s %s pid %d at %s", c.Verb, c.Network, c.IfName, c.PID, c.Time.Format("15:04:05.000000"))
 		}

@@ -73,6 +73,16 @@ func (e *itEnv) start(opts ...Option) *Manager {
 	return m
 }
 
+// managerLog is what the manager that start or restart made last has
+// logged, a line an entry, for a failing test's report.
+func (e *itEnv) managerLog() string {
+	var b strings.Builder
+	for _, entry := range e.log.AllEntries() {
+		fmt.Fprintf(&b, "  %s %s %v\n", entry.Level, entry.Message, entry.Data)
+	}
+	return b.String()
+}
+
 // restart shuts the manager down and starts a new one on the same dirs.
 func (e *itEnv) restart(opts ...Option) *Manager {
 	e.t.Helper()
