@@ -99,8 +99,9 @@ func age(since, now time.Time) time.Duration {
 	return max(now.Sub(since), 0)
 }
 
-// shortAge prints an age for a table, to the second: "3m12s", and with
-// days past a day: "3d4h0m5s".
+// shortAge prints an age for a table, to the second, as
+// time.Duration.String does ("3m12s", "4h0m5s"), with days past a day:
+// "3d4h0m5s", "2d4s", "3d".
 func shortAge(d time.Duration) string {
 	d = d.Round(time.Second)
 	const day = 24 * time.Hour
