@@ -164,8 +164,12 @@ Examples:
 // globalFlags are the flags the overview lists, in its order, with the
 // name of their argument.
 var globalFlags = []struct{ name, arg string }{
-	{"conf-dir", "DIR"}, {"bin-dir", "DIR"}, {"cache-dir", "DIR"},
-	{"json", ""}, {"timeout", "DURATION"}, {"debug", ""},
+	{"conf-dir", "DIR"},
+	{"bin-dir", "DIR"},
+	{"cache-dir", "DIR"},
+	{"json", ""},
+	{"timeout", "DURATION"},
+	{"debug", ""},
 }
 
 // printGlobalFlags lists globalFlags with their usage and default, from

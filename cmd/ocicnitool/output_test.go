@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,7 +110,7 @@ func TestEmptyListingsPrintNone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			args := append(tc.args, "--cache-dir", t.TempDir())
+			args := append(slices.Clone(tc.args), "--cache-dir", t.TempDir())
 			if !tc.cacheOnly {
 				args = append(args, "--conf-dir", t.TempDir(), "--bin-dir", t.TempDir())
 			}
