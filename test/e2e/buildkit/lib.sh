@@ -407,6 +407,7 @@ cleanup() {
 	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
 	ip link del "$BRIDGE" 2>/dev/null
 	ip link del "$BKBRIDGE" 2>/dev/null
+	remove_bridge_rules "$BRIDGE" "$BKBRIDGE"
 	# The chains the plugins made that did not exist before the run, once
 	# empty (bridge's and firewall's shared chains).
 	new=$(comm -13 <(sort "$W/chains.before") <(ipt_chains | sort))

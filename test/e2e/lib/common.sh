@@ -558,6 +558,19 @@ remove_rules() {
 	done
 }
 
+# remove_bridge_rules bridge...: deletes the filter rules that name one of
+# the bridges as an interface: the firewall plugin's isolation rules,
+# which its DEL leaves (they belong to the bridge, not to a sandbox), in
+# chains other networks may share.
+remove_bridge_rules() {
+	local br rule
+	for br in "$@"; do
+		while read -r rule; do
+			[[ -z $rule ]] || eval "iptables -t filter ${rule/#-A/-D}" 2>/dev/null || true
+		done < <({ iptables-save -t filter || true; } | grep -E -- "^-A .* -[io] $br( |$)" || true)
+	done
+}
+
 # assert_clean phase: zero leftovers (count_leftovers, the harness's), or
 # the run fails; LEFTOVER_KINDS names what is counted. Does nothing in the
 # containerd control (CONTROL set), whose leftovers run_control counts.

@@ -237,6 +237,7 @@ cleanup() {
 	awk -v w="$W" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
 	ip link del "$BRIDGE" 2>/dev/null
 	ip link del "$HBRIDGE" 2>/dev/null
+	remove_bridge_rules "$BRIDGE" "$HBRIDGE"
 	[[ -n ${E2E_KEEP:-} ]] || rm -rf "$W"
 	((rc == 0)) || log "FAILED (see the log lines above)"
 	exit "$rc"

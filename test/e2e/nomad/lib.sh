@@ -465,6 +465,7 @@ cleanup() {
 	done < <(sort -u "$W/allocs" 2>/dev/null)
 	ip link del "$BRIDGE" 2>/dev/null
 	ip link del "$HBRIDGE" 2>/dev/null
+	remove_bridge_rules "$BRIDGE" "$HBRIDGE"
 	# Nomad's own chain for its bridge network, made at the client's start.
 	iptables -D CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j NOMAD-ADMIN 2>/dev/null
 	iptables -F NOMAD-ADMIN 2>/dev/null
