@@ -50,8 +50,11 @@ var errBadPidFile = errors.New("testenv: bad pid file")
 
 // ProcessGone reports whether process pid has ended: /proc has no entry
 // for it, or it is a zombie that its parent has not reaped yet (an
-// orphan's new parent may never reap it). It reads /proc, so it works on
-// Linux only.
+// orphan's new parent may never reap it) and none of its threads is
+// still exiting. A thread group's leader shows as a zombie as soon as it
+// exits, while its other threads may still be exiting with the process's
+// open files, and so its file locks. It reads /proc, so it works on Linux
+// only.
 func ProcessGone(tb testing.TB, pid int) bool {
 	tb.Helper()
 	gone, err := processGone(pid)
@@ -64,7 +67,30 @@ func ProcessGone(tb testing.TB, pid int) bool {
 // processGone is [ProcessGone] with the failure returned, for callers
 // that poll from another goroutine.
 func processGone(pid int) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	dir := "/proc/" + strconv.Itoa(pid)
+	ended, err := statEnded(dir + "/stat")
+	if err != nil || !ended {
+		return ended, err
+	}
+	tids, err := os.ReadDir(dir + "/task")
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, tid := range tids {
+		if ended, err := statEnded(dir + "/task/" + tid.Name() + "/stat"); err != nil || !ended {
+			return ended, err
+		}
+	}
+	return true, nil
+}
+
+// statEnded reports whether the process or thread of a /proc stat file
+// has ended: the file is gone, or its state is zombie or dead.
+func statEnded(path string) (bool, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return true, nil
 	}
@@ -75,7 +101,7 @@ func processGone(pid int) (bool, error) {
 	// itself hold ")": "pid (comm) S ppid ...".
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return false, fmt.Errorf("%w: /proc/%d/stat: %q", errBadProcStat, pid, b)
+		return false, fmt.Errorf("%w: %s: %q", errBadProcStat, path, b)
 	}
 	state := b[i+2]
 	return state == 'Z' || state == 'X', nil

@@ -156,10 +156,9 @@ func killSession(t *testing.T, sid int) {
 	}
 }
 
-// sessionMembers lists the processes of session sid that have not ended.
-// A process has ended when every thread of it has: a thread group's
-// leader shows as a zombie as soon as it exits, while its other threads
-// may still be exiting with the process's open files, and so its locks.
+// sessionMembers lists the processes of session sid that have not ended
+// (see [testenv.ProcessGone]: a process has ended only once every thread
+// of it has, and with them its hold on the sandbox's lock file).
 func sessionMembers(t *testing.T, sid int) []int {
 	t.Helper()
 	des, err := os.ReadDir("/proc")
@@ -170,51 +169,22 @@ func sessionMembers(t *testing.T, sid int) []int {
 		if err != nil {
 			continue
 		}
-		state, session, ok := procStat(t, filepath.Join("/proc", d.Name(), "stat"))
-		if !ok || session != sid {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			continue
 		}
-		if state != "Z" && state != "X" || threadsRun(t, pid) {
+		require.NoError(t, err)
+		// "pid (comm) state ppid pgrp session ...": comm may hold ")".
+		i := bytes.LastIndexByte(b, ')')
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 4 {
+			continue
+		}
+		if s, _ := strconv.Atoi(fields[3]); s == sid && !testenv.ProcessGone(t, pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-// procStat reads the state and the session of a /proc stat file; ok is
-// false when the process or thread is gone.
-func procStat(t *testing.T, path string) (state string, session int, ok bool) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return "", 0, false
-	}
-	require.NoError(t, err)
-	// "pid (comm) state ppid pgrp session ...": comm may hold ")".
-	i := bytes.LastIndexByte(b, ')')
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 4 {
-		return "", 0, false
-	}
-	session, _ = strconv.Atoi(fields[3])
-	return fields[0], session, true
-}
-
-// threadsRun reports whether a thread of process pid has not exited yet.
-func threadsRun(t *testing.T, pid int) bool {
-	t.Helper()
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	tids, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	require.NoError(t, err)
-	for _, tid := range tids {
-		if state, _, ok := procStat(t, filepath.Join(dir, tid.Name(), "stat")); ok && state != "Z" && state != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // helperOutput watches the helper's stdout for its ready and done lines.
