@@ -77,3 +77,25 @@ func (l *Loader) readMemory() []readConfig {
 	}
 	return out
 }
+
+// MemoryTarget is what a manager's options offer [WithMemorySource]: a
+// place for the source.
+type MemoryTarget interface {
+	// SetMemorySource makes the options load src instead of the conf
+	// dir, and start no watcher (nil: the conf dir's files).
+	SetMemorySource(src *MemorySource)
+}
+
+// WithMemorySource appends to opts the option that makes a manager load
+// the config lists held in src instead of its conf dir's files, and start
+// no watcher: the go-cni face hands the engine the networks it has
+// parsed, and publishes each change with the manager's Reload. It is
+// typed on the manager's Option (O, a func of P) without naming it, since
+// package ocicni imports this one; the face calls it with its
+// []ocicni.Option, and the engine's exported API gains nothing.
+func WithMemorySource[O ~func(P) error, P MemoryTarget](opts []O, src *MemorySource) []O {
+	return append(opts, O(func(p P) error {
+		p.SetMemorySource(src)
+		return nil
+	}))
+}

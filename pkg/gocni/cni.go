@@ -2,11 +2,9 @@ package cni
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 
-	"github.com/seed-671fdd43/ocicni/internal/enginehook"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
@@ -69,10 +67,6 @@ func New(opts ...Opt) (CNI, error) {
 			return nil, err
 		}
 	}
-	withMemory, ok := enginehook.WithMemorySource.(func(*netconf.MemorySource) ocicni.Option)
-	if !ok { // see package enginehook: a bug of this module, never of the caller
-		return nil, errors.New("gocni: package ocicni did not provide its memory source hook")
-	}
 	tel, err := newRecorder(cfg.tracerProvider)
 	if err != nil {
 		return nil, err
@@ -81,7 +75,7 @@ func New(opts ...Opt) (CNI, error) {
 	engineOpts := make([]ocicni.Option, 0, len(cfg.engineOpts)+4)
 	engineOpts = append(engineOpts, ocicni.WithBinDirs(cfg.pluginDirs...), ocicni.WithArgsAsGiven(), ocicni.WithGCScopedToLoadedNetworks())
 	engineOpts = append(engineOpts, cfg.engineOpts...)
-	engineOpts = append(engineOpts, withMemory(src)) // also turns the engine's watcher off
+	engineOpts = netconf.WithMemorySource(engineOpts, src) // also turns the engine's watcher off
 	engine, err := ocicni.New(engineOpts...)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/internal/bgwork"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // HealPolicy tunes healing: the background retries of DELs that failed.
@@ -83,6 +84,19 @@ func (p HealPolicy) withDefaults() HealPolicy {
 		p.StartDelay = d.StartDelay
 	}
 	return p
+}
+
+// failed decides what follows a failed DEL whose retry state is h,
+// after h.Attempts failures, the first at h.Since: the next retry, after
+// the backoff, or, past the horizon, none (it reports that it gave up).
+// It and backoff are the whole retry policy.
+func (p HealPolicy) failed(h *cache.Heal, now time.Time) (gaveUp bool) {
+	if now.Sub(h.Since) >= p.Horizon {
+		h.GaveUp, h.Next = true, time.Time{}
+		return true
+	}
+	h.Next = now.Add(p.backoff(h.Attempts))
+	return false
 }
 
 // backoff returns the delay before retry number attempts+1.

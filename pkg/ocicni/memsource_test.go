@@ -7,20 +7,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed-671fdd43/ocicni/internal/enginehook"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/fakecni"
 )
 
-// The go-cni face's hook: a manager with a memory source loads what the
+// The go-cni face's memory source: a manager with a memory source loads what the
 // source holds, never its conf dir, reloads it on Reload, and sets a pod
 // up on it.
 func TestMemorySourceOption(t *testing.T) {
 	e := newFakeEnv(t) // its conf dir holds "net", which must not load
-	withMemory, ok := enginehook.WithMemorySource.(func(*netconf.MemorySource) Option)
-	require.True(t, ok, "package ocicni sets the hook at init, with its documented type")
 	src := &netconf.MemorySource{}
-	m, fx := e.manager(t, withMemory(src))
+	m, fx := e.manager(t, netconf.WithMemorySource([]Option(nil), src)...)
 	assert.Empty(t, m.Networks())
 
 	src.Set(netconf.MemoryConfig{Name: "gocni:0", Bytes: []byte(conflist("mem", "1.0.0", "fake"))})
@@ -39,6 +36,6 @@ func TestMemorySourceOption(t *testing.T) {
 	assert.Equal(t, "memory", nf.ConfDir)
 
 	// nil means the default, as for every option: the conf dir.
-	m2, _ := e.manager(t, withMemory(nil))
+	m2, _ := e.manager(t, netconf.WithMemorySource([]Option(nil), nil)...)
 	assert.Equal(t, []string{"net"}, m2.Networks())
 }

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seed-671fdd43/ocicni/internal/enginehook"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
@@ -57,7 +56,7 @@ type options struct {
 	cacheDir        string
 	defaultNet      string
 	watch           bool
-	memory          *netconf.MemorySource // see withMemorySource; nil: the conf dir's files
+	memory          *netconf.MemorySource // see SetMemorySource; nil: the conf dir's files
 	log             *logrus.Entry
 	exec            invoke.Exec
 	netns           NetNSOps
@@ -168,23 +167,17 @@ func WithoutWatcher() Option {
 	}
 }
 
-// withMemorySource makes the manager load the config lists held in src
-// instead of the conf dir's files, and start no watcher: the go-cni face
-// (package gocni) hands the engine the networks that it has parsed, and
-// publishes each change with [Manager.Reload]. The face reaches it
-// through package enginehook; it is not part of the exported API. As
-// for every option, nil means the default: the conf dir.
-func withMemorySource(src *netconf.MemorySource) Option {
-	return func(o *options) error {
-		o.memory = src
-		if src != nil {
-			o.watch = false
-		}
-		return nil
+// SetMemorySource makes the manager load the config lists held in src
+// instead of the conf dir's files, and start no watcher. The go-cni face
+// (package gocni) sets it through [netconf.WithMemorySource]; options is
+// unexported, so it is not part of the exported API. As for every
+// option, nil means the default: the conf dir.
+func (o *options) SetMemorySource(src *netconf.MemorySource) {
+	o.memory = src
+	if src != nil {
+		o.watch = false
 	}
 }
-
-func init() { enginehook.WithMemorySource = withMemorySource }
 
 // WithLogger sets the logger (logrus's standard logger by default). The
 // manager adds fields such as pod, network, ifname and verb.

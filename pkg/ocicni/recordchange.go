@@ -122,15 +122,9 @@ func markFailed(a *cache.Attachment, o Outcome, pol HealPolicy, now time.Time, l
 	if o.Err != nil {
 		h.LastError = truncate(o.Err.Error(), maxLastErrorLen)
 	}
-	if h.GaveUp {
-		return
-	}
-	if now.Sub(h.Since) >= pol.Horizon {
-		h.GaveUp, h.Next = true, time.Time{}
+	if !h.GaveUp && pol.failed(h, now) {
 		log.WithFields(logrus.Fields{
 			"network": a.Network, "ifname": a.IfName, "attempts": h.Attempts, "since": h.Since,
 		}).WithError(o.Err).Warn("Giving up retrying the DEL of an attachment; it stays recorded for GC")
-		return
 	}
-	h.Next = now.Add(pol.backoff(h.Attempts))
 }
