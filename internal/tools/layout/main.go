@@ -128,7 +128,9 @@ func (l *loader) load(path string) (*pkg, error) {
 			p.files = append(p.files, f)
 		}
 	}
-	sort.Slice(p.files, func(i, j int) bool { return l.fset.File(p.files[i].Pos()).Name() < l.fset.File(p.files[j].Pos()).Name() })
+	sort.Slice(p.files, func(i, j int) bool {
+		return l.fset.File(p.files[i].Pos()).Name() < l.fset.File(p.files[j].Pos()).Name()
+	})
 	conf := types.Config{Importer: l, Error: func(error) {}}
 	p.types, _ = conf.Check(path, l.fset, p.files, p.info)
 	l.pkgs[path] = p
