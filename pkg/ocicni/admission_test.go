@@ -62,10 +62,10 @@ func TestAdmissionOptions(t *testing.T) {
 			}
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = m.Shutdown() })
-			assert.Equal(t, tt.setup, m.admit.setup.Limit())
-			assert.Equal(t, tt.teardown, m.admit.teardown.Limit())
+			assert.Equal(t, tt.setup, m.e.admit.setup.Limit())
+			assert.Equal(t, tt.teardown, m.e.admit.teardown.Limit())
 			if tt.setup > 0 {
-				assert.Equal(t, tt.overtime, m.opts.admission.Overtime)
+				assert.Equal(t, tt.overtime, m.e.opts.admission.Overtime)
 			}
 		})
 	}
@@ -88,7 +88,7 @@ func TestAdmissionServesSetupsInArrivalOrder(t *testing.T) {
 	for i, name := range []string{"second", "third", "fourth"} {
 		pod := e.pod(name)
 		done = append(done, setUpAsync(ctx, m, pod))
-		requireQueued(t, m.admit.setup, i+1)
+		requireQueued(t, m.e.admit.setup, i+1)
 		queued = append(queued, pod)
 	}
 	for _, pod := range queued {
@@ -98,12 +98,12 @@ func TestAdmissionServesSetupsInArrivalOrder(t *testing.T) {
 	late := e.pod("late")
 	expiring := newExpiringCtx()
 	lateDone := setUpAsync(expiring, m, late)
-	requireQueued(t, m.admit.setup, 4)
+	requireQueued(t, m.e.admit.setup, 4)
 	expiring.Expire()
 	err := testenv.RequireDone(t, lateDone, "a setup whose deadline passed in the queue")
 	require.ErrorIs(t, err, ErrNotAdmitted)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, admit.State{Running: 1, Waiting: 3}, m.admit.setup.State(), "it left the queue")
+	assert.Equal(t, admit.State{Running: 1, Waiting: 3}, m.e.admit.setup.State(), "it left the queue")
 	e.requireUntouched(late)
 	assert.Equal(t, 1, held.Inside(t), "only the first setup's plugin ran meanwhile")
 
@@ -116,7 +116,7 @@ func TestAdmissionServesSetupsInArrivalOrder(t *testing.T) {
 		want = append(want, pod.ID)
 	}
 	assert.Equal(t, want, enteredIDs(t, held), "the plugins ran in arrival order")
-	assert.Equal(t, admit.State{}, m.admit.setup.State())
+	assert.Equal(t, admit.State{}, m.e.admit.setup.State())
 	for _, pod := range append(queued, first) {
 		require.NoError(t, m.TearDownPodWithContext(ctx, pod))
 	}
@@ -144,7 +144,7 @@ func TestAdmissionQueuesNeitherStatusNorNoPluginCalls(t *testing.T) {
 	waiter := e.pod("waiter")
 	waiter.Networks = []NetAttachment{{Name: "good"}}
 	waiting := setUpAsync(ctx, m, waiter)
-	requireQueued(t, m.admit.setup, 1)
+	requireQueued(t, m.e.admit.setup, 1)
 
 	require.NoError(t, testenv.RequireDone(t, async(func() error { return m.StatusWithContext(ctx) }), "Status"))
 	require.NoError(t, testenv.RequireDone(t, async(func() error {
@@ -195,10 +195,10 @@ func TestAdmissionServesTeardownsInArrivalOrder(t *testing.T) {
 	first := teardownAsync(ctx, m, pods[0])
 	b.WaitEntered(t, 1)
 	second := teardownAsync(ctx, m, pods[1])
-	requireQueued(t, m.admit.teardown, 1)
+	requireQueued(t, m.e.admit.teardown, 1)
 	expiring := newExpiringCtx()
 	third := teardownAsync(expiring, m, pods[2])
-	requireQueued(t, m.admit.teardown, 2)
+	requireQueued(t, m.e.admit.teardown, 2)
 	expiring.Expire()
 	err := testenv.RequireDone(t, third, "a teardown whose deadline passed in the queue")
 	require.ErrorIs(t, err, ErrNotAdmitted)
@@ -247,7 +247,7 @@ func TestAdmissionRollbackNeverWaitsForItself(t *testing.T) {
 	assert.False(t, se.RollbackPending)
 	assert.Equal(t, []string{"bad", "good"}, e.networksFor("DEL", pod.ID))
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "good"))
-	assert.Equal(t, admit.State{}, m.admit.setup.State(), "the slot came back")
+	assert.Equal(t, admit.State{}, m.e.admit.setup.State(), "the slot came back")
 
 	stuck.Release(t)
 	require.NoError(t, testenv.RequireDone(t, holding, "teardown"))
@@ -310,8 +310,8 @@ func TestAdmissionLeavesHealingAndGCAlone(t *testing.T) {
 	gc := gcAsync(ctx, m, []*PodNetwork{&holder})
 	e.requireNoRecord(m, stale.ID, "GC deleted the stale sandbox")
 	assert.Empty(t, testenv.Reservations(t, e.dataDir, "flaky"), "both released their addresses")
-	assert.Equal(t, admit.State{Running: 1}, m.admit.setup.State(), "the setup queue was held throughout")
-	assert.Equal(t, admit.State{Running: 1}, m.admit.teardown.State(), "the teardown queue was held throughout")
+	assert.Equal(t, admit.State{Running: 1}, m.e.admit.setup.State(), "the setup queue was held throughout")
+	assert.Equal(t, admit.State{Running: 1}, m.e.admit.teardown.State(), "the teardown queue was held throughout")
 
 	addHeld.Release(t)
 	delHeld.Release(t)

@@ -28,7 +28,7 @@ func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 // its cached result is returned; otherwise the call fails with an
 // *[AttachedError] before anything runs.
 func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
-	ctx, span := m.startOp(ctx, opSetup, &pod)
+	ctx, span := m.e.startOp(ctx, opSetup, &pod)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
@@ -39,42 +39,42 @@ func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) (_ []
 	if err := checkNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
-	set := m.snapshot()
+	set := m.e.snapshot()
 	atts, err := assignIfnames(pod.Networks, set.DefaultName())
 	if err != nil {
-		return nil, m.explainDefault(err, set)
+		return nil, m.e.explainDefault(err, set)
 	}
 	plans := make([]*plan, 0, len(atts))
 	for _, att := range atts {
 		var n *network
-		if n, set, err = m.lookup(ctx, set, att.Name); err != nil {
+		if n, set, err = m.e.lookup(ctx, set, att.Name); err != nil {
 			return nil, err
 		}
-		rt, err := buildRuntimeConf(&pod, att, m.opts.argsAsGiven)
+		rt, err := buildRuntimeConf(&pod, att, m.e.opts.argsAsGiven)
 		if err != nil {
 			return nil, err
 		}
 		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.List, rt: rt, policy: n.Policy})
 	}
 
-	lease, err := m.lease(ctx, pod.ID, false)
+	lease, err := m.e.lease(ctx, pod.ID, false)
 	if err != nil {
 		return nil, err
 	}
 	ctx = lease.sandbox.bind(ctx)
-	release := m.setups.begin(pod.ID, atts, lease.release) // GC leaves a pod being set up alone (see Manager.GC)
-	log := m.podLog(&pod)
+	release := m.e.setups.begin(pod.ID, atts, lease.release) // GC leaves a pod being set up alone (see Manager.GC)
+	log := m.e.podLog(&pod)
 	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing
 		release()
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
-	had, err := m.reuseLive(&pod, plans, set, log)
+	had, err := m.setup.reuseLive(&pod, plans, set, log)
 	if err != nil { // a live attachment that differs: touch nothing
 		release()
 		return nil, err
 	}
 	hold := &setupHold{release: release, dropGate: lease.dropGate}
-	results, err := m.attach(ctx, &pod, plans, had, log, hold)
+	results, err := m.setup.attach(ctx, &pod, plans, had, log, hold)
 	if !errors.Is(err, ErrRollbackPending) {
 		hold.end()
 	}
@@ -112,7 +112,7 @@ func (h *setupHold) end() {
 // the rollback goes on in the background, keeps holding the pod's lock
 // (hold, which it then releases) and the returned *SetupError matches
 // ErrRollbackPending. In every other case the caller releases.
-func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, had held, log *logrus.Entry,
+func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, had held, log *logrus.Entry,
 	hold *setupHold,
 ) ([]NetResult, error) {
 	results := make([]NetResult, len(plans))
@@ -132,7 +132,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 		log.WithField("live", len(plans)-len(fresh)).Info("Pod already holds some of its attachments; adding the others")
 	}
 	var err error
-	if hold.slot, err = admitted(ctx, m.admit.setup, "setting up", pod.ID); err != nil {
+	if hold.slot, err = admitted(ctx, a.admit.setup, "setting up", pod.ID); err != nil {
 		return nil, err // nothing ran: lo and the record are left as they were
 	}
 
@@ -140,7 +140,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 	var order []cache.Attachment
 	go func(ctx context.Context) {
 		var err error
-		order, err = m.prepareSetup(ctx, pod, plans, had.record, log)
+		order, err = a.prepareSetup(ctx, pod, plans, had.record, log)
 		gate.Release(err)
 	}(ctx)
 
@@ -153,7 +153,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 		if i == 0 {
 			actx = pluginexec.WithGate(actx, gate)
 		}
-		res, err := m.cni.add(actx, p.list, p.rt)
+		res, err := a.cni.add(actx, p.list, p.rt)
 		if i == 0 {
 			// Nothing is attached unless lo is up and the record written;
 			// the work is bounded, so it is waited for whatever ctx does.
@@ -166,7 +166,7 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 			continue
 		}
 		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
-		return nil, m.failSetup(ctx, pod, fresh, i, order, serr, log, hold)
+		return nil, a.failSetup(ctx, pod, fresh, i, order, serr, log, hold)
 	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
@@ -175,12 +175,12 @@ func (m *Manager) attach(ctx context.Context, pod *PodNetwork, plans []*plan, ha
 // prepareSetup brings up lo in the pod's netns and then records the
 // attachments (see [store.recordSetup]): what must be done before any
 // plugin receives an ADD config. It returns the record.
-func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry,
+func (a *attacher) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry,
 ) ([]cache.Attachment, error) {
-	if err := m.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
+	if err := a.opts.netns.LoopbackUp(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: bringing up lo in %s: %w", pod.NetNS, err)
 	}
-	order, err := m.store.recordSetup(ctx, pod, plans, old, log)
+	order, err := a.store.recordSetup(ctx, pod, plans, old, log)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: recording its attachments before ADD: %w", pod.ID, err)
 	}
@@ -200,15 +200,15 @@ func (m *Manager) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*pl
 // admission (it holds back no pod), and then releases hold. The caller's
 // deadline is a promise, also when the ADD failed fast and the rollback
 // is slow.
-func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan, failed int, recorded []cache.Attachment,
+func (a *attacher) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan, failed int, recorded []cache.Attachment,
 	serr *SetupError, log *logrus.Entry, hold *setupHold,
 ) error {
 	finished := make(chan *TeardownError, 1)
-	m.rollbacks.Add()
+	a.rollbacks.Add()
 	go func() {
-		defer m.rollbacks.Done()
-		rctx, span := m.tel.StartRollback(ctx, pod.ID, failed+1)
-		rerr := m.rollback(rctx, pod, plans[:failed+1], plans[failed+1:], recorded, log)
+		defer a.rollbacks.Done()
+		rctx, span := a.tel.StartRollback(ctx, pod.ID, failed+1)
+		rerr := a.rollback(rctx, pod, plans[:failed+1], plans[failed+1:], recorded, log)
 		var err error
 		if rerr != nil {
 			err = rerr
@@ -229,9 +229,9 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 	serr.Cause, serr.RollbackPending = ctx.Err(), true
 	hold.dropGate()
 	hold.slot.Release() // pods first: a rollback left in the background counts against no bound
-	m.rollbacks.Add()
+	a.rollbacks.Add()
 	go func() {
-		defer m.rollbacks.Done()
+		defer a.rollbacks.Done()
 		defer hold.end()
 		if rerr := <-finished; rerr != nil {
 			log.WithError(rerr).Error("Background rollback of a setup whose deadline passed failed; " +
@@ -250,10 +250,10 @@ func (m *Manager) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan,
 // exactly those whose DEL failed, for retries, teardown and GC, and drops
 // those never added (untried). It returns the failures, nil when every DEL
 // succeeded.
-func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried []*plan, recorded []cache.Attachment,
+func (a *attacher) rollback(ctx context.Context, pod *PodNetwork, plans, untried []*plan, recorded []cache.Attachment,
 	log *logrus.Entry,
 ) *TeardownError {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.rollbackTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.rollbackTimeout)
 	defer cancel()
 	reversed := slices.Clone(plans)
 	slices.Reverse(reversed)
@@ -264,16 +264,16 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried 
 	for i, p := range reversed {
 		atts[i] = p.NetAttachment
 	}
-	inv := m.store.takeInventory(pod.ID, atts, m.snapshot(), log)
+	inv := a.store.takeInventory(pod.ID, atts, a.snapshot(), log)
 	for _, p := range reversed {
 		inv.slotFor(p.NetAttachment).applyCacheRule(p, func() *logrus.Entry { return planLog(log, p, "DEL") })
 	}
-	outcomes := m.deleteAll(rctx, reversed, log, reasonRollback)
+	outcomes := a.detach.deleteAll(rctx, reversed, log, reasonRollback)
 	never := make([]NetAttachment, len(untried))
 	for i, p := range untried {
 		never[i] = p.NetAttachment
 	}
-	m.store.settle(ctx, pod.ID, settlement{recorded: recorded, never: never, plans: reversed, outcomes: outcomes}, log)
+	a.store.settle(ctx, pod.ID, settlement{recorded: recorded, never: never, plans: reversed, outcomes: outcomes}, log)
 	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		return nil
 	}
@@ -282,19 +282,19 @@ func (m *Manager) rollback(ctx context.Context, pod *PodNetwork, plans, untried 
 
 // explainDefault turns a missing default network into an error that says
 // where configs were looked for and why files were skipped.
-func (m *Manager) explainDefault(err error, set *networkSet) error {
+func (e *engine) explainDefault(err error, set *networkSet) error {
 	if !errors.Is(err, ErrNoDefaultNetwork) {
 		return err
 	}
-	return m.noDefaultError(set)
+	return e.noDefaultError(set)
 }
 
-func (m *Manager) noDefaultError(set *networkSet) error {
+func (e *engine) noDefaultError(set *networkSet) error {
 	if set.DefaultName() != "" {
 		return fmt.Errorf("%w: %w", ErrNoDefaultNetwork, set.NotFound(set.DefaultName()))
 	}
 	err := fmt.Errorf("%w: no valid CNI configuration in %s. Has your network provider started?",
-		ErrNoDefaultNetwork, m.opts.confDir)
+		ErrNoDefaultNetwork, e.opts.confDir)
 	errs := []error{err}
 	for _, sk := range set.Skipped() {
 		errs = append(errs, sk)

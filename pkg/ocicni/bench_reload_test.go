@@ -85,7 +85,7 @@ func waitIdle(b *testing.B, m *Manager) {
 	b.Helper()
 	deadline := time.Now().Add(benchVisibleTimeout)
 	for {
-		st := m.conf.WatchStats()
+		st := m.e.conf.WatchStats()
 		if st.Idle(time.Now()) {
 			return
 		}
@@ -105,7 +105,7 @@ func waitPublished(b *testing.B, m *Manager, visible func() bool) {
 	b.Helper()
 	timeout := time.After(benchVisibleTimeout)
 	for {
-		next := m.conf.Published() // taken before the check, so no publication is missed
+		next := m.e.conf.Published() // taken before the check, so no publication is missed
 		if visible() {
 			return
 		}
@@ -143,7 +143,7 @@ func BenchmarkReloadBurst(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		waitIdle(b, rb.m)
-		st := rb.m.conf.WatchStats()
+		st := rb.m.e.conf.WatchStats()
 		before := st.Leading + st.Trailing
 		renames := make([]func(), burst)
 		for k := range renames {
@@ -158,11 +158,11 @@ func BenchmarkReloadBurst(b *testing.B) {
 		}
 		// A set is built from one read of the conf dir, so the set that
 		// holds the last config holds the others too.
-		waitPublished(b, rb.m, func() bool { return rb.m.snapshot().Network(last) != nil })
+		waitPublished(b, rb.m, func() bool { return rb.m.e.snapshot().Network(last) != nil })
 
 		b.StopTimer()
 		waitIdle(b, rb.m)
-		st = rb.m.conf.WatchStats()
+		st = rb.m.e.conf.WatchStats()
 		cost := st.Leading + st.Trailing - before
 		bursts++
 		reloads += cost

@@ -41,7 +41,7 @@ func waitReloads(b *testing.B, rb *reloadBenchManager, n int64) {
 	b.Helper()
 	deadline := time.Now().Add(benchVisibleTimeout)
 	for {
-		st := rb.m.conf.WatchStats()
+		st := rb.m.e.conf.WatchStats()
 		if st.Leading+st.Trailing >= n {
 			return
 		}
@@ -155,7 +155,7 @@ var reloadKinds = []reloadKind{
 			want := 2 + rb.n // bridge and the first portmap, then one more per change
 			rename := stageConfig(b, sub, fmt.Sprintf("%03d-portmap.conf", rb.n), `{"cniVersion":"1.0.0","type":"portmap"}`)
 			return rename, func() bool {
-				nw := rb.m.snapshot().Network("initial")
+				nw := rb.m.e.snapshot().Network("initial")
 				return nw != nil && len(nw.List.Plugins) == want
 			}
 		},
@@ -203,7 +203,7 @@ var reloadKinds = []reloadKind{
 		prepare: func(b *testing.B, rb *reloadBenchManager, n testenv.Net, i int) (func(), func() bool) {
 			b.Helper()
 			name := fmt.Sprintf("new%d", i)
-			st := rb.m.conf.WatchStats()
+			st := rb.m.e.conf.WatchStats()
 			require.NoError(b, os.RemoveAll(rb.dir))
 			waitReloads(b, rb, st.Leading+st.Trailing+1) // the watcher saw the removal
 			waitIdle(b, rb.m)
@@ -241,7 +241,7 @@ func BenchmarkReloadVisible(b *testing.B) {
 					rb := pool[i%len(pool)]
 					change, visible := k.prepare(b, rb, n, i)
 					waitIdle(b, rb.m)
-					st := rb.m.conf.WatchStats()
+					st := rb.m.e.conf.WatchStats()
 					before := st.Leading + st.Trailing
 					b.StartTimer()
 
@@ -252,7 +252,7 @@ func BenchmarkReloadVisible(b *testing.B) {
 
 					b.StopTimer()
 					waitIdle(b, rb.m)
-					st = rb.m.conf.WatchStats()
+					st = rb.m.e.conf.WatchStats()
 					reloads += st.Leading + st.Trailing - before
 					b.StartTimer()
 				}

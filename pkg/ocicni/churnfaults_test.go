@@ -222,7 +222,7 @@ func (c *churn) restoreAll() {
 		c.confMu.Unlock()
 	}
 	require.Eventually(t, func() bool {
-		set := c.m.snapshot()
+		set := c.m.e.snapshot()
 		for _, n := range c.nets {
 			if l := set.Network(n.name); l == nil || len(l.List.Plugins) != basePlugins {
 				return false

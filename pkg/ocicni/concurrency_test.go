@@ -33,7 +33,7 @@ func setUpAsync(ctx context.Context, m *Manager, pod PodNetwork) <-chan error {
 }
 
 // podLockRefs returns how many operations hold or wait for the pod's lock.
-func podLockRefs(m *Manager, id string) int { return m.pods.Refs(id) }
+func podLockRefs(m *Manager, id string) int { return m.e.pods.Refs(id) }
 
 // gateState returns what holds the manager's gate: its readers, and
 // whether a writer does.

@@ -31,7 +31,7 @@ func conflist(name, version string, types ...string) string {
 
 // pluginTypes returns the plugin types of a loaded network, nil if absent.
 func pluginTypes(m *Manager, name string) []string {
-	n := m.snapshot().Network(name)
+	n := m.e.snapshot().Network(name)
 	if n == nil {
 		return nil
 	}

@@ -172,7 +172,7 @@ func TestDuplicateNetworkNameIsLoggedAndDeterministic(t *testing.T) {
 	writeConf(t, e.confDir, "20-b.conflist", conflist("same", "1.0.0", "other"))
 	writeConf(t, e.confDir, "10-a.conflist", conflist("same", "1.0.0", "good"))
 	m := e.manager(t)
-	n := m.snapshot().Network("same")
+	n := m.e.snapshot().Network("same")
 	require.NotNil(t, n)
 	assert.Equal(t, "good", n.List.Plugins[0].Network.Type)
 	found := false
@@ -188,7 +188,7 @@ func TestUnknownNetworkSaysWhyItWasSkipped(t *testing.T) {
 	e := newLoaderEnv(t)
 	writeConf(t, e.confDir, "10-net.conflist", conflist("net", "1.0.0", "good", "macvlan-missing"))
 	m := e.manager(t)
-	_, _, err := m.lookup(context.Background(), m.snapshot(), "net")
+	_, _, err := m.e.lookup(context.Background(), m.e.snapshot(), "net")
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 	require.ErrorIs(t, err, ErrPluginNotFound)
 	var nf *NetworkNotFoundError
@@ -198,7 +198,7 @@ func TestUnknownNetworkSaysWhyItWasSkipped(t *testing.T) {
 	assert.Contains(t, err.Error(), "macvlan-missing")
 	assert.Contains(t, err.Error(), e.binDir)
 
-	_, _, err = m.lookup(context.Background(), m.snapshot(), "nothing")
+	_, _, err = m.e.lookup(context.Background(), m.e.snapshot(), "nothing")
 	require.ErrorIs(t, err, ErrNetworkNotFound)
 	require.NotErrorIs(t, err, ErrPluginNotFound)
 }
@@ -310,7 +310,7 @@ func TestInvalidatedFileKeepsLastGoodConfig(t *testing.T) {
 	// Fixed: the new content is used.
 	require.NoError(t, os.WriteFile(path, []byte(conflist("a", "1.0.0", "other")), 0o644))
 	require.NoError(t, m.Reload(context.Background()))
-	assert.Equal(t, "other", m.snapshot().Network("a").List.Plugins[0].Network.Type)
+	assert.Equal(t, "other", m.e.snapshot().Network("a").List.Plugins[0].Network.Type)
 	assert.Empty(t, m.Skipped())
 
 	// Removed: the network goes.

@@ -275,7 +275,7 @@ func TestLoadSubFolderPluginsAsLibcniDoes(t *testing.T) {
 			require.Equal(t, []string{"net"}, m.Networks())
 			assert.Equal(t, tt.wantTypes, pluginTypes(m, "net"))
 			if want != nil {
-				assert.Equal(t, pluginBytesOf(want), pluginBytesOf(m.snapshot().Network("net").List),
+				assert.Equal(t, pluginBytesOf(want), pluginBytesOf(m.e.snapshot().Network("net").List),
 					"the same plugins in the same order as libcni")
 			}
 			if tt.wantSkip == nil {

@@ -53,7 +53,7 @@ func TestSetupDeadlineKillsPluginAndItsChildren(t *testing.T) {
 	testenv.RequireGone(t, child, "plugin's child")
 
 	require.ErrorIs(t, err, ErrRollbackPending)
-	m.rollbacks.Wait()
+	m.e.rollbacks.Wait()
 	assert.Equal(t, []string{"hung", "good"}, e.callNetworks("DEL"), "rollback ran after the deadline")
 	e.assertClean(pod, "good")
 }

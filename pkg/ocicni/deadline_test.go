@@ -266,7 +266,7 @@ func TestSetupDeadlineAfterFastFailureWithSlowRollback(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(testenv.Reservations(t, e.dataDir, "good")) == 0 && len(e.orderFiles()) == 0
 	}, 30*time.Second, 20*time.Millisecond, "the background rollback finished")
-	m.rollbacks.Wait()
+	m.e.rollbacks.Wait()
 	pod.Networks = nil
 	e.assertClean(pod, "good")
 	assert.Equal(t, []string{"failing", "good"}, e.callNetworks("DEL"), "rollback DELs in reverse order")
@@ -294,6 +294,6 @@ func TestBackgroundRollbackHoldsNoNodeWideLock(t *testing.T) {
 	assert.Len(t, e.calls("GC"), 1, "gcnet got the GC verb")
 	assert.Equal(t, 1, d.del.Inside(t), "while the rollback is still held")
 	d.del.Release(t)
-	m.rollbacks.Wait()
+	m.e.rollbacks.Wait()
 	e.assertClean(pod, "good")
 }

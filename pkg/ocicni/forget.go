@@ -26,13 +26,13 @@ import (
 // one change: when it fails, nothing is removed and the record is as it
 // was.
 func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string, error) {
-	ctx, release, log, err := m.beginPodOp(ctx, &pod)
+	ctx, release, log, err := m.e.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	inv := m.store.takeInventory(pod.ID, nil, m.snapshot(), log)
+	inv := m.e.store.takeInventory(pod.ID, nil, m.e.snapshot(), log)
 	if inv.listErr != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, inv.listErr)
 	}
@@ -40,7 +40,7 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	if len(files) == 0 {
 		return nil, nil
 	}
-	lines, err := m.forgottenLines(&pod, inv, files)
+	lines, err := m.teardown.forgottenLines(&pod, inv, files)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
 	}
@@ -48,7 +48,7 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	for i, f := range files {
 		drop[i] = ledger.Entry{Path: f.file()}
 	}
-	if err := m.store.forget(ctx, pod.ID, inv, lines, drop, log); err != nil {
+	if err := m.e.store.forget(ctx, pod.ID, inv, lines, drop, log); err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
 	}
 	removed := make([]string, len(files))
@@ -65,14 +65,14 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 // (else the pod's) and, for a readable entry, its cached config saved
 // with the record, so that GC deletes the attachment with it even when
 // its config file is gone. An unreadable record lacks every one.
-func (m *Manager) forgottenLines(pod *PodNetwork, inv *inventory, files []*slot) ([]cache.Attachment, error) {
+func (d *detacher) forgottenLines(pod *PodNetwork, inv *inventory, files []*slot) ([]cache.Attachment, error) {
 	var lines []cache.Attachment
 	for _, f := range files {
 		if f.Name == "" || findLine(lines, f.Name, f.Ifname) != nil ||
 			inv.recordErr == nil && findLine(inv.record, f.Name, f.Ifname) != nil {
 			continue
 		}
-		a, err := m.forgottenLine(pod, f)
+		a, err := d.forgottenLine(pod, f)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func (m *Manager) forgottenLines(pod *PodNetwork, inv *inventory, files []*slot)
 
 // forgottenLine is the record line of the attachment a cache file names
 // (f, its slot).
-func (m *Manager) forgottenLine(pod *PodNetwork, f *slot) (cache.Attachment, error) {
+func (d *detacher) forgottenLine(pod *PodNetwork, f *slot) (cache.Attachment, error) {
 	a := cache.Attachment{Network: f.Name, IfName: f.Ifname, NetNS: pod.NetNS}
 	if f.entry == nil {
 		return a, nil
@@ -92,7 +92,7 @@ func (m *Manager) forgottenLine(pod *PodNetwork, f *slot) (cache.Attachment, err
 	if netns, err := usableStoredNetNS(e.NetNS); err == nil && netns != "" {
 		a.NetNS = netns
 	}
-	digest, err := m.store.led.SaveConfig(pod.ID, e.Config)
+	digest, err := d.store.led.SaveConfig(pod.ID, e.Config)
 	a.Config = digest
 	return a, err
 }

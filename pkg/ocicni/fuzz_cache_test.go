@@ -170,7 +170,7 @@ func FuzzHealRetryFromCache(f *testing.F) {
 		defer func() { _ = m.Shutdown() }()
 
 		_, rejected := cache.New(cacheDir).Get("net", fuzzID, "eth0")
-		m.retryDELs(context.Background(), fuzzID, trace.SpanContext{})
+		m.teardown.retryDELs(context.Background(), fuzzID, trace.SpanContext{})
 
 		dels := fx.Calls("DEL")
 		require.Len(t, dels, 1, "the due retry ran its DEL")

@@ -58,23 +58,23 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 // context's error (context.DeadlineExceeded when the verbs used up their
 // 10 s). GCOutcomes never modifies validPods.
 func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) (_ []Outcome, err error) {
-	ctx, span := m.startOp(ctx, opGC, nil)
+	ctx, span := m.e.startOp(ctx, opGC, nil)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
-		m.tel.GCRan(ctx, outcomeOf(err), 0, 0, 0)
+		m.e.tel.GCRan(ctx, outcomeOf(err), 0, 0, 0)
 		return nil, fmt.Errorf("ocicni: GC: %w", err)
 	}
-	log := m.log.WithField("verb", "GC")
-	set := m.snapshot()
-	watch := m.setups.watch() // before planning reads anything
+	log := m.e.log.WithField("verb", "GC")
+	set := m.e.snapshot()
+	watch := m.e.setups.watch() // before planning reads anything
 	defer watch.stop()
 
-	g, errs := m.planGC(validPods, set, watch, log)
+	g, errs := m.gc.planGC(validPods, set, watch, log)
 	log.WithFields(logrus.Fields{"staleSandboxes": len(g.stale), "validPods": len(g.validIDs)}).
 		Info("GC deletes stale attachments and leaves those of valid pods untouched")
-	outcomes, derrs := m.deleteStale(ctx, g.stale, watch, log)
+	outcomes, derrs := m.gc.deleteStale(ctx, g.stale, watch, log)
 	errs = append(errs, derrs...)
-	errs = append(errs, m.gcVerbsExclusive(ctx, set, g, watch)...)
+	errs = append(errs, m.gc.gcVerbsExclusive(ctx, set, g, watch)...)
 	outcomes, err = slices.Concat(g.unplanned, outcomes), errors.Join(errs...)
 	failed := 0
 	for _, o := range outcomes {
@@ -82,7 +82,7 @@ func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) (_ []
 			failed++
 		}
 	}
-	m.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
+	m.e.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
 	return outcomes, err
 }
 
@@ -101,26 +101,26 @@ var errGCVerbsBound = fmt.Errorf("ocicni: GC verbs ran past their %v bound: %w",
 // for the gate, new pod operations are held back only within the gate's
 // bounds (see gate); when ctx ends first, every target network gets
 // [ErrGCVerbsSkipped].
-func (m *Manager) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPlan, watch *setupWatch) []error {
+func (c *collector) gcVerbsExclusive(ctx context.Context, set *networkSet, g *gcPlan, watch *setupWatch) []error {
 	targets := gcTargets(set)
 	if len(targets) == 0 {
 		return nil
 	}
-	unlock, err := m.lockNode(ctx)
+	unlock, err := c.lockNode(ctx)
 	if err != nil {
 		return skippedVerbs(targets, err)
 	}
 	defer unlock()
-	m.protectSetups(g, watch, set)
-	if err := m.protectOthersWork(g, watch, set); err != nil {
+	c.protectSetups(g, watch, set)
+	if err := c.protectOthersWork(g, watch, set); err != nil {
 		return skippedVerbs(targets, fmt.Errorf("telling which sandboxes other engines worked on: %w", err))
 	}
-	return m.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
+	return c.sendGCVerbs(ctx, gcVerbsBound, set, targets, g.valid)
 }
 
 // sendGCVerbs sends GC to each target network in turn, within bound. The
 // networks it does not reach in time get [ErrGCVerbsSkipped].
-func (m *Manager) sendGCVerbs(ctx context.Context, bound time.Duration, set *networkSet, targets []string, valid *validSet) []error {
+func (c *collector) sendGCVerbs(ctx context.Context, bound time.Duration, set *networkSet, targets []string, valid *validSet) []error {
 	vctx, cancel := context.WithTimeoutCause(withReason(ctx, reasonGC), bound, errGCVerbsBound)
 	defer cancel()
 	var errs []error
@@ -132,7 +132,7 @@ func (m *Manager) sendGCVerbs(ctx context.Context, bound time.Duration, set *net
 		if va == nil {
 			va = []types.GCAttachment{} // never nil: libcni reads nil as "delete everything"
 		}
-		err := m.gcVerb(vctx, set.Network(name).List, va)
+		err := c.gcVerb(vctx, set.Network(name).List, va)
 		if err != nil && vctx.Err() != nil {
 			// The plugin's error does not say that it was killed, or why.
 			err = fmt.Errorf("%w (cut short: %w)", err, context.Cause(vctx))
@@ -175,14 +175,14 @@ func gcTargets(set *networkSet) []string {
 // The caller holds the node gate exclusively, so no other engine's setup
 // is in flight. When the lock files cannot be listed it returns why, and
 // the verbs wait for the next GC.
-func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSet) error {
-	recent, err := m.store.led.RecentWork(watch.began.Add(-othersWorkGrace))
+func (c *collector) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSet) error {
+	recent, err := c.store.led.RecentWork(watch.began.Add(-othersWorkGrace))
 	if err != nil {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(recent)) {
-		if m.othersWorkedOn(recent[id], watch) {
-			g.valid.addAll(id, m.store.takeInventory(id, nil, set, m.log.WithField("sandbox", id)))
+		if c.othersWorkedOn(recent[id], watch) {
+			g.valid.addAll(id, c.store.takeInventory(id, nil, set, c.log.WithField("sandbox", id)))
 		}
 	}
 	return nil
@@ -191,15 +191,15 @@ func (m *Manager) protectOthersWork(g *gcPlan, watch *setupWatch, set *networkSe
 // protectSetups adds to the valid attachments everything of the sandboxes
 // whose setup overlapped GC (see [store.setupInventory]). The caller
 // holds the gate exclusively, so no setup is in flight.
-func (m *Manager) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
+func (c *collector) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
 	seen := watch.attachments()
 	for _, id := range slices.Sorted(maps.Keys(seen)) {
-		g.valid.addAll(id, m.store.setupInventory(id, g.byID[id], g.recs.ByID[id], seen[id], set))
+		g.valid.addAll(id, c.store.setupInventory(id, g.byID[id], g.recs.ByID[id], seen[id], set))
 	}
 }
 
 // gcVerb sends GC to every plugin of the list with the valid attachments.
-func (m *Manager) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, valid []types.GCAttachment) error {
+func (c *collector) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, valid []types.GCAttachment) error {
 	inject := map[string]interface{}{
 		"name":                      list.Name,
 		"cniVersion":                list.CNIVersion,
@@ -213,14 +213,14 @@ func (m *Manager) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, va
 			errs = append(errs, fmt.Errorf("plugin %q: %w", p.Network.Type, err))
 			continue
 		}
-		path, err := m.exec.FindInPath(p.Network.Type, m.opts.binDirs)
+		path, err := c.exec.FindInPath(p.Network.Type, c.opts.binDirs)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		args := &invoke.Args{Command: "GC", Path: joinPath(m.opts.binDirs)}
+		args := &invoke.Args{Command: "GC", Path: joinPath(c.opts.binDirs)}
 		if err := guard.Do("libcni GC", "", func() error {
-			return invoke.ExecPluginWithoutResult(ctx, path, conf.Bytes, args, m.exec)
+			return invoke.ExecPluginWithoutResult(ctx, path, conf.Bytes, args, c.exec)
 		}); err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q: %w", p.Network.Type, err))
 		}

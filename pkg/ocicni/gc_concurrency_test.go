@@ -36,7 +36,7 @@ func teardownAsync(ctx context.Context, m *Manager, pod PodNetwork) <-chan error
 }
 
 // gateWriters returns how many callers wait for the gate exclusively.
-func gateWriters(m *Manager) int { return m.gate.State().Waiting }
+func gateWriters(m *Manager) int { return m.e.gate.State().Waiting }
 
 // poolConflistWith is poolConflist with a recorder chained after
 // host-local: the GC verb reaches host-local, which releases every

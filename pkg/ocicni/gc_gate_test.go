@@ -170,7 +170,7 @@ func TestGCVerbsRunExclusiveWithinDeadline(t *testing.T) {
 	gcCtx := newExpiringCtx()
 	gc := gcAsync(gcCtx, m, []*PodNetwork{})
 	verbHeld.WaitEntered(t, 1)
-	readers, writer := gateState(m.gate)
+	readers, writer := gateState(m.e.gate)
 	assert.True(t, writer, "GC holds the gate exclusively while a plugin collects")
 	assert.Zero(t, readers)
 	gcCtx.Expire()
@@ -181,7 +181,7 @@ func TestGCVerbsRunExclusiveWithinDeadline(t *testing.T) {
 	require.NotErrorIs(t, byNet["neta"], ErrGCVerbsSkipped, "neta's verb was sent")
 	require.ErrorIs(t, byNet["netb"], ErrGCVerbsSkipped)
 	assert.Equal(t, []string{"neta"}, e.callNetworks("GC"), "netb got no verb")
-	_, writer = gateState(m.gate)
+	_, writer = gateState(m.e.gate)
 	assert.False(t, writer, "GC released the gate")
 
 	pod := e.pod("p")
@@ -198,11 +198,11 @@ func TestGCVerbsBound(t *testing.T) {
 	e.addConf("neta", e.gcConflist("neta", nil, nil))
 	e.addConf("netb", e.gcConflist("netb", nil, nil))
 	m := e.start()
-	set := m.snapshot()
+	set := m.e.snapshot()
 	targets := gcTargets(set)
 	require.Equal(t, []string{"neta", "netb"}, targets)
 
-	errs := m.sendGCVerbs(e.ctx(), 0, set, targets, newValidSet())
+	errs := m.gc.sendGCVerbs(e.ctx(), 0, set, targets, newValidSet())
 	byNet := gcVerbErrors(t, errors.Join(errs...))
 	require.Len(t, byNet, 2)
 	for _, n := range targets {

@@ -209,7 +209,7 @@ func TestGCDisableGCHonoured(t *testing.T) {
 	e.addConf("quiet", e.gcConflist("quiet", map[string]any{"disableGC": true}, nil))
 	e.addConf("loud", e.gcConflist("loud", nil, nil))
 	m := e.start()
-	require.True(t, m.snapshot().Network("quiet").List.DisableGC, "the fixture sets disableGC")
+	require.True(t, m.e.snapshot().Network("quiet").List.DisableGC, "the fixture sets disableGC")
 
 	valid, stale := e.pod("valid"), e.pod("stale")
 	ip := resultIPs(t, e.setUp(valid)[0])

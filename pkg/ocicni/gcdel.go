@@ -20,19 +20,19 @@ import (
 // (see gcPacer). Outcomes and errors come back in planning
 // order: for each container, the failures planning found, then its DELs in
 // the order they ran.
-func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) ([]Outcome, []error) {
+func (c *collector) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) ([]Outcome, []error) {
 	outcomes := make([][]Outcome, len(stale))
 	errs := make([][]error, len(stale))
 	next := make(chan int)
-	pacer := newGCPacer(ctx, m.opts.gcPace, m.setups)
+	pacer := newGCPacer(ctx, c.opts.gcPace, c.setups)
 	var wg sync.WaitGroup
-	for range min(m.opts.gcWorkers, len(stale)) {
+	for range min(c.opts.gcWorkers, len(stale)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
 				pacer.run(ctx, len(stale)-i, func() {
-					outcomes[i], errs[i] = m.deleteStaleContainer(ctx, stale[i], watch, log)
+					outcomes[i], errs[i] = c.deleteStaleContainer(ctx, stale[i], watch, log)
 				})
 			}
 		}()
@@ -60,10 +60,10 @@ func (m *Manager) deleteStale(ctx context.Context, stale []*staleContainer, watc
 // holds, or worked on lately (see [Manager.othersWorkedOn]). When it
 // cannot take the locks, each planned DEL gets a RetryLater (or Failed)
 // outcome with the reason.
-func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,
+func (c *collector) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,
 ) ([]Outcome, []error) {
 	clog := log.WithField("sandbox", sc.id)
-	l, err := m.lease(ctx, sc.id, true)
+	l, err := c.lease(ctx, sc.id, true)
 	if errors.Is(err, locks.ErrBusy) {
 		clog.Info("GC leaves a sandbox alone: another engine is working on it")
 		return nil, nil
@@ -73,32 +73,32 @@ func (m *Manager) deleteStaleContainer(ctx context.Context, sc *staleContainer, 
 	}
 	defer l.release()
 	ctx = l.sandbox.bind(ctx)
-	if m.leaveAlone(l, sc.id, watch, clog) {
+	if c.leaveAlone(l, sc.id, watch, clog) {
 		return nil, nil
 	}
-	recorded, rerr := m.store.readRecord(sc.id)
+	recorded, rerr := c.store.readRecord(sc.id)
 	plans := make([]*plan, 0, len(sc.plans))
 	for _, p := range sc.plans {
-		if m.stillStale(p, recorded) {
+		if c.stillStale(p, recorded) {
 			plans = append(plans, p)
 		} else if debugEnabled(clog) {
 			planLog(clog, p, "DEL").Debug("Stale attachment deleted by a teardown that ran since GC planned")
 		}
 	}
 	var errs []error
-	outcomes := m.deleteAll(ctx, plans, clog, reasonGC)
+	outcomes := c.detach.deleteAll(ctx, plans, clog, reasonGC)
 	for _, o := range outcomes {
 		if o.Failure() {
 			errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 		}
 	}
 	s := settlement{recorded: recorded, rerr: rerr, plans: plans, outcomes: outcomes, strays: sc.strays && recorded == nil && rerr == nil}
-	if rerr != nil && m.scopeKeepsUnreadableRecords() {
+	if rerr != nil && c.scopeKeepsUnreadableRecords() {
 		// It may name attachments GC cannot tell: neither replaced nor removed.
 		clog.WithError(rerr).Warn("GC leaves an unreadable attachment order record as it is")
 		s = settlement{plans: plans, outcomes: outcomes} // the entries alone
 	}
-	m.store.pruneStaleRecord(ctx, sc.id, s, clog)
+	c.store.pruneStaleRecord(ctx, sc.id, s, clog)
 	return outcomes, errs
 }
 
@@ -125,12 +125,12 @@ func notAcquired(sc *staleContainer, err error) ([]Outcome, []error) {
 // leaveAlone reports, and logs, whether GC must leave sandbox id alone
 // although it planned to delete it, now that it holds its locks (l): a
 // setup of it began while GC ran, or another engine worked on it lately.
-func (m *Manager) leaveAlone(l *podLease, id string, watch *setupWatch, log *logrus.Entry) bool {
+func (c *collector) leaveAlone(l *podLease, id string, watch *setupWatch, log *logrus.Entry) bool {
 	switch {
 	case watch.touched(id):
 		log.Info("GC leaves a sandbox alone: its setup began while GC ran")
 		return true
-	case m.othersWorkedOn(l.sandbox.file.LastRelease(), watch):
+	case c.othersWorkedOn(l.sandbox.file.LastRelease(), watch):
 		log.Info("GC leaves a sandbox alone: another engine worked on it while GC ran")
 		return true
 	}
@@ -143,9 +143,9 @@ func (m *Manager) leaveAlone(l *podLease, id string, watch *setupWatch, log *log
 // took the file but recorded the attachment, which GC must then delete.
 // When the file's existence cannot be told, the DEL runs: it is
 // idempotent.
-func (m *Manager) stillStale(p *plan, recorded []cache.Attachment) bool {
+func (c *collector) stillStale(p *plan, recorded []cache.Attachment) bool {
 	if p.file != "" {
-		if ok, err := m.store.led.EntryExists(p.file); ok || err != nil {
+		if ok, err := c.store.led.EntryExists(p.file); ok || err != nil {
 			return true
 		}
 	}

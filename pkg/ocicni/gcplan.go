@@ -70,18 +70,18 @@ func (v *validSet) addAll(id string, inv *inventory) {
 // [store.scanNode]) is in GC's scope (see [Manager.scopeStale]). It takes
 // no lock: what it reads may change before the DELs run, which recheck
 // under each container's lock.
-func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
-	if err := m.store.led.RecoverCommits(); err != nil {
+func (c *collector) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
+	if err := c.store.led.RecoverCommits(); err != nil {
 		log.WithError(err).Warn("Cannot list the record changes that a crash cut short; the next GC tries again")
 	}
-	n, errs := m.store.scanNode()
+	n, errs := c.store.scanNode()
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {
-		m.sweepConfigs(n.recs, log)
-		if err := m.store.led.SweepLocks(n.recs.IDs); err != nil {
+		c.sweepConfigs(n.recs, log)
+		if err := c.store.led.SweepLocks(n.recs.IDs); err != nil {
 			log.WithError(err).Warn("Cannot list the sandboxes' lock files; the next GC removes those left")
 		}
-		strays = m.scopeStrays(n.recs)
+		strays = c.scopeStrays(n.recs)
 	}
 	g := &gcPlan{recs: n.recs, byID: n.byID}
 	var verrs []error
@@ -93,7 +93,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 	// the setups watch saw; one that still names nothing is a Failed
 	// outcome, left for the next GC.
 	corrupt, unowned, _ := n.corruptByID(set, slices.Concat(slices.Sorted(maps.Keys(g.validIDs)), watch.ids())...)
-	for _, ee := range m.scopeUnowned(unowned, set) {
+	for _, ee := range c.scopeUnowned(unowned, set) {
 		g.unplanned = append(g.unplanned, Outcome{ContainerID: ee.ContainerID, Network: ee.Network, IfName: ee.IfName, Class: Failed, Err: ee})
 		errs = append(errs, &NetworkError{Verb: "DEL", Err: ee})
 	}
@@ -104,13 +104,13 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 		}
 		inv := n.inventory(id, corrupt[id], set)
 		_, stray := slices.BinarySearch(strays, id)
-		if !m.scopeStale(inv, set, stray, log) {
+		if !c.scopeStale(inv, set, stray, log) {
 			continue // nothing in GC's scope: another runtime's, or a network not loaded
 		}
 		sc := st.container(id) // with nothing to delete, its record is still pruned, as a teardown would
 		sc.strays = stray
 		logInventory(inv, log)
-		errs = append(errs, m.planStale(sc, inv, set, log)...)
+		errs = append(errs, c.planStale(sc, inv, set, log)...)
 	}
 	g.stale = st.list
 	return g, errs
@@ -119,7 +119,7 @@ func (m *Manager) planGC(validPods []*PodNetwork, set *networkSet, watch *setupW
 // planStale plans the DELs of stale container sc from its inventory, in
 // teardown order. What no DEL can act on, and what cannot be planned, goes
 // to sc.failures; it returns them as errors too.
-func (m *Manager) planStale(sc *staleContainer, inv *inventory, set *networkSet, log *logrus.Entry) []error {
+func (c *collector) planStale(sc *staleContainer, inv *inventory, set *networkSet, log *logrus.Entry) []error {
 	var errs []error
 	sortSlotsForTeardown(inv.slots, inv.record)
 	for _, o := range inv.failures {
@@ -127,7 +127,7 @@ func (m *Manager) planStale(sc *staleContainer, inv *inventory, set *networkSet,
 	}
 	sc.failures = append(sc.failures, inv.failures...)
 	for _, s := range inv.slots {
-		p, err := m.planFor(&PodNetwork{ID: sc.id}, "", s, set, log)
+		p, err := c.planFor(&PodNetwork{ID: sc.id}, "", s, set, log)
 		if err != nil {
 			errs = append(errs, &NetworkError{Network: s.Name, IfName: s.Ifname, Verb: "DEL", Err: err})
 			sc.failures = append(sc.failures, Outcome{ContainerID: sc.id, Network: s.Name, IfName: s.Ifname, Class: Failed, Err: err})
@@ -215,19 +215,19 @@ const savedConfigGrace = 10 * time.Minute
 // [Manager.deleteStaleContainer]). recs holds the records GC read and the
 // saved configs listed with them. Failures are logged: a file left behind
 // costs only disk space until the next GC.
-func (m *Manager) sweepConfigs(recs *records, log *logrus.Entry) {
+func (c *collector) sweepConfigs(recs *records, log *logrus.Entry) {
 	used := map[string]bool{}
 	for _, record := range recs.ByID {
 		for _, a := range record {
 			used[a.Config] = true
 		}
 	}
-	cutoff := time.Now().Add(-m.opts.configGrace)
+	cutoff := time.Now().Add(-c.opts.configGrace)
 	for _, sc := range recs.Saved {
 		if sc.ContainerID != "" || sc.Links != 1 || used[sc.Digest] || sc.Changed.After(cutoff) {
 			continue
 		}
-		if err := m.store.led.RemoveUnusedConfig(sc); err != nil {
+		if err := c.store.led.RemoveUnusedConfig(sc); err != nil {
 			log.WithError(err).Warn("Cannot remove an unused saved config")
 		} else if debugEnabled(log) {
 			log.WithFields(logrus.Fields{"config": sc.Digest, "file": sc.Path}).Debug("Removed an unused saved config")

@@ -35,9 +35,9 @@ const (
 // by its sandbox's readable order record or not (recorded). A file that
 // names no network is in scope only under gcAll: neither a record nor a
 // loaded network can claim it.
-func (m *Manager) inScope(set *networkSet, network string, recorded bool) bool {
+func (c *collector) inScope(set *networkSet, network string, recorded bool) bool {
 	loaded := network != "" && set.Network(network) != nil
-	switch m.opts.gcScope {
+	switch c.opts.gcScope {
 	case gcAll:
 		return true
 	case gcLoaded:
@@ -49,15 +49,15 @@ func (m *Manager) inScope(set *networkSet, network string, recorded bool) bool {
 
 // scopeUnowned returns the corrupt files that name no container that GC
 // reports: all of them under gcAll, else only those of a loaded network.
-func (m *Manager) scopeUnowned(unowned []*cache.EntryError, set *networkSet) []*cache.EntryError {
-	return slices.DeleteFunc(unowned, func(ee *cache.EntryError) bool { return !m.inScope(set, ee.Network, false) })
+func (c *collector) scopeUnowned(unowned []*cache.EntryError, set *networkSet) []*cache.EntryError {
+	return slices.DeleteFunc(unowned, func(ee *cache.EntryError) bool { return !c.inScope(set, ee.Network, false) })
 }
 
 // scopeStrays returns the sandboxes whose links to saved configs GC
 // removes because they have no order record (see [strayIDs]): none under
 // gcLoaded, which cannot tell their network without reading them.
-func (m *Manager) scopeStrays(recs *records) []string {
-	if m.opts.gcScope == gcLoaded {
+func (c *collector) scopeStrays(recs *records) []string {
+	if c.opts.gcScope == gcLoaded {
 		return nil
 	}
 	return strayIDs(recs)
@@ -70,14 +70,14 @@ func (m *Manager) scopeStrays(recs *records) []string {
 // record read into inv is kept whole, so the lines of the attachments
 // dropped stay when GC prunes the record. An unreadable record recognises
 // none of the sandbox's attachments.
-func (m *Manager) scopeStale(inv *inventory, set *networkSet, stray bool, log *logrus.Entry) bool {
-	if m.opts.gcScope == gcAll {
+func (c *collector) scopeStale(inv *inventory, set *networkSet, stray bool, log *logrus.Entry) bool {
+	if c.opts.gcScope == gcAll {
 		return true
 	}
 	before := len(inv.slots) + len(inv.failures)
-	inv.slots = slices.DeleteFunc(inv.slots, func(s *slot) bool { return !m.inScope(set, s.Name, s.rec != nil) })
+	inv.slots = slices.DeleteFunc(inv.slots, func(s *slot) bool { return !c.inScope(set, s.Name, s.rec != nil) })
 	inv.failures = slices.DeleteFunc(inv.failures, func(o Outcome) bool {
-		return !m.inScope(set, o.Network, findLine(inv.record, o.Network, o.IfName) != nil)
+		return !c.inScope(set, o.Network, findLine(inv.record, o.Network, o.IfName) != nil)
 	})
 	left := len(inv.slots) + len(inv.failures)
 	if left < before && debugEnabled(log) {
@@ -90,4 +90,4 @@ func (m *Manager) scopeStale(inv *inventory, set *networkSet, stray bool, log *l
 // scopeKeepsUnreadableRecords reports whether GC leaves an unreadable
 // order record as it is, rather than replace or remove it: it may name
 // attachments out of scope, or that only it claims for this library.
-func (m *Manager) scopeKeepsUnreadableRecords() bool { return m.opts.gcScope != gcAll }
+func (c *collector) scopeKeepsUnreadableRecords() bool { return c.opts.gcScope != gcAll }

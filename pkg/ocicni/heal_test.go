@@ -142,9 +142,9 @@ func TestHealResumesInANewManager(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "the record keeps the retry")
 	assert.Equal(t, 1, pending[0].Attempts)
-	m.healer.mu.Lock()
-	assert.Empty(t, m.healer.due, "without healing nothing is scheduled")
-	m.healer.mu.Unlock()
+	m.e.healer.mu.Lock()
+	assert.Empty(t, m.e.healer.due, "without healing nothing is scheduled")
+	m.e.healer.mu.Unlock()
 
 	require.NoError(t, os.Remove(flag))
 	var runs healRuns
@@ -179,9 +179,9 @@ func TestHealBackoffBoundsRetries(t *testing.T) {
 	assert.Positive(t, n, "retried before giving up")
 	assert.LessOrEqual(t, n, maxRetries(pol, elapsed), "retries within %v", elapsed)
 	assert.Len(t, testenv.Reservations(t, e.dataDir, "broken"), 1, "the attachment stays recorded for GC")
-	m.healer.mu.Lock()
-	_, scheduled := m.healer.due[pod.ID]
-	m.healer.mu.Unlock()
+	m.e.healer.mu.Lock()
+	_, scheduled := m.e.healer.due[pod.ID]
+	m.e.healer.mu.Unlock()
 	assert.False(t, scheduled, "nothing is scheduled after giving up")
 	warns := 0
 	for _, entry := range e.log.AllEntries() {
@@ -295,11 +295,11 @@ func makeDue(t *testing.T, m *Manager, id string) {
 		}
 	}
 	require.NoError(t, m.diskCache().WriteOrder(id, record))
-	m.healer.schedule(id, now)
+	m.e.healer.schedule(id, now)
 }
 
 // podLockWaiters returns how many holders and waiters the lock of id has.
-func podLockWaiters(m *Manager, id string) int { return m.pods.Refs(id) }
+func podLockWaiters(m *Manager, id string) int { return m.e.pods.Refs(id) }
 
 // A setup of the same sandbox ID cancels its pending retries: the record
 // it writes has none, and a retry that falls due runs no DEL.
@@ -331,7 +331,7 @@ func TestHealCancelledBySetupOfSameID(t *testing.T) {
 	require.Len(t, order, 2)
 	assert.Equal(t, "other", order[0].Network)
 	assert.Equal(t, "flaky", order[1].Network, "the earlier attachment stays recorded for teardown and GC")
-	m.retryDELs(context.Background(), pod.ID, trace.SpanContext{}) // as if it fell due now
+	m.teardown.retryDELs(context.Background(), pod.ID, trace.SpanContext{}) // as if it fell due now
 	assert.Zero(t, runs.count("DEL", pod.ID, reasonHeal), "the retry ran no DEL")
 
 	require.NoError(t, os.Remove(flag))

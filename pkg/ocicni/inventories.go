@@ -168,7 +168,7 @@ func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
 	if err := checkContainerID(id); err != nil {
 		return nil, err
 	}
-	inv := m.store.readInventory(id, m.snapshot())
+	inv := m.e.store.readInventory(id, m.e.snapshot())
 	if inv.listErr != nil {
 		return nil, inv.listErr
 	}
@@ -187,7 +187,7 @@ func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
 // and runs no plugin. The error is for a results or records directory
 // that cannot be listed.
 func (m *Manager) Inventories() (inventories []*SandboxInventory, unowned []*cache.EntryError, err error) {
-	invs, unowned, guessed, err := m.store.readInventories(m.snapshot())
+	invs, unowned, guessed, err := m.e.store.readInventories(m.e.snapshot())
 	if err != nil {
 		return nil, nil, err
 	}

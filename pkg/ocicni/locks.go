@@ -24,22 +24,22 @@ var defaultGatePatience = locks.Patience{Idle: time.Second, Hold: 200 * time.Mil
 // runs an operation on the sandbox meanwhile). A GC DEL (try) does not
 // wait for another engine's hold of the sandbox: it gets
 // [locks.ErrBusy].
-func (m *Manager) lease(ctx context.Context, id string, try bool) (*podLease, error) {
-	if err := m.gate.RLock(ctx); err != nil {
+func (e *engine) lease(ctx context.Context, id string, try bool) (*podLease, error) {
+	if err := e.gate.RLock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
-	node, err := m.store.led.RLockNode(ctx)
+	node, err := e.store.led.RLockNode(ctx)
 	if err != nil {
-		m.gate.RUnlock()
+		e.gate.RUnlock()
 		return nil, fmt.Errorf("ocicni: waiting for another engine's GC: %w", err)
 	}
-	sb, err := m.store.lockSandbox(ctx, m.pods, id, try)
+	sb, err := e.store.lockSandbox(ctx, e.pods, id, try)
 	if err != nil {
 		node.Unlock(false)
-		m.gate.RUnlock()
+		e.gate.RUnlock()
 		return nil, err
 	}
-	return &podLease{gate: m.gate, node: node, sandbox: sb}, nil
+	return &podLease{gate: e.gate, node: node, sandbox: sb}, nil
 }
 
 // podLease is the shared gates and one pod's locks, held together. A
@@ -120,24 +120,24 @@ const othersWorkGrace = 10 * time.Second
 // date. This engine's own setups are in watch instead, and the work of an
 // engine that has ended (shut down, or its process gone, as before a
 // runtime's restart) keeps nothing.
-func (m *Manager) othersWorkedOn(s locks.Stamp, watch *setupWatch) bool {
-	return s.Owner != m.store.led.Owner() && !s.At.Before(watch.began.Add(-othersWorkGrace)) && s.Live()
+func (e *engine) othersWorkedOn(s locks.Stamp, watch *setupWatch) bool {
+	return s.Owner != e.store.led.Owner() && !s.At.Before(watch.began.Add(-othersWorkGrace)) && s.Live()
 }
 
 // lockNode takes the gate, then the node gate, exclusively, for GC's
 // node-wide phase, and returns their unlock. It holds this engine's pods
 // back for at most the gate's Patience.Hold at a time: when other engines'
 // pod operations keep the node gate, it lets go of both and tries again.
-func (m *Manager) lockNode(ctx context.Context) (func(), error) {
+func (e *engine) lockNode(ctx context.Context) (func(), error) {
 	for {
-		if err := m.gate.Lock(ctx); err != nil {
+		if err := e.gate.Lock(ctx); err != nil {
 			return nil, fmt.Errorf("waiting for the pod operations in flight: %w", err)
 		}
-		node, err := m.store.led.LockNode(ctx, m.opts.gatePatience.Hold)
+		node, err := e.store.led.LockNode(ctx, e.opts.gatePatience.Hold)
 		if err == nil {
-			return func() { node.Unlock(false); m.gate.Unlock() }, nil
+			return func() { node.Unlock(false); e.gate.Unlock() }, nil
 		}
-		m.gate.Unlock()
+		e.gate.Unlock()
 		if !errors.Is(err, locks.ErrBusy) {
 			return nil, fmt.Errorf("waiting for other engines' pod operations: %w", err)
 		}
@@ -154,19 +154,19 @@ func (m *Manager) lockNode(ctx context.Context) (func(), error) {
 // beginPodOp validates the pod's identity and takes its locks, for the
 // verbs that need nothing else checked first. The plugins run under the
 // context it returns hold the pod's lock file (see [sandboxLock.bind]).
-func (m *Manager) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Context, func(), *logrus.Entry, error) {
+func (e *engine) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Context, func(), *logrus.Entry, error) {
 	if err := checkPodArgs(pod); err != nil {
 		return ctx, nil, nil, err
 	}
-	l, err := m.lease(ctx, pod.ID, false)
+	l, err := e.lease(ctx, pod.ID, false)
 	if err != nil {
 		return ctx, nil, nil, err
 	}
-	return l.sandbox.bind(ctx), l.release, m.podLog(pod), nil
+	return l.sandbox.bind(ctx), l.release, e.podLog(pod), nil
 }
 
-func (m *Manager) podLog(pod *PodNetwork) *logrus.Entry {
-	return m.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
+func (e *engine) podLog(pod *PodNetwork) *logrus.Entry {
+	return e.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
 }
 
 // debugEnabled reports whether log writes Debug lines. Their fields are

@@ -20,7 +20,28 @@ import (
 
 // Manager attaches pod sandboxes to CNI networks and detaches them again.
 // It implements [CNIPlugin]. Create one with [New].
+//
+// A Manager only dispatches: each exported method hands its call to one
+// part, and the parts share the engine (see the package doc, "Map").
 type Manager struct {
+	e        *engine
+	setup    *attacher  // SetUpPod: attach.go, repeat.go
+	teardown *detacher  // TearDownPod, ForgetPodCache and the DEL retries: teardown.go, forget.go
+	gc       *collector // GC: gc.go, gcplan.go, gcdel.go, gcpace.go
+	status   *checker   // GetPodNetworkStatus, Status: status.go
+
+	ctx      context.Context // cancelled by Shutdown; owns the healing loop
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // the healing loop
+	shutdown sync.Once
+}
+
+// engine is what the parts of a Manager share: the options, as data; the
+// store of what each sandbox holds; the plugin runner; the locks; the
+// loaded networks; telemetry. Its methods are the services every part
+// uses: the network set, a pod's locks (locks.go), a DEL's plan
+// (plan.go), an operation's span (telemetry.go).
+type engine struct {
 	opts  options
 	log   *logrus.Entry
 	exec  invoke.Exec
@@ -39,13 +60,35 @@ type Manager struct {
 	admit  admissionQueues // pod operations' turns to run plugins; leaves, taken last
 	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
 
-	ctx       context.Context // cancelled by Shutdown; owns the healing loop
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // the healing loop
-	healer    *healer        // background DEL retries; its loop is counted in wg
+	healer    *healer        // background DEL retries; its loop is counted in Manager.wg
 	rollbacks bgwork.Tracker // background rollbacks (see SetupError)
-	shutdown  sync.Once
 }
+
+// deleter runs the DELs of planned attachments, best effort, in order
+// (see [detacher.deleteAll]): what setup's rollback and GC need of
+// teardown.
+type deleter interface {
+	deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome
+}
+
+// attacher sets pods up (attach.go, repeat.go).
+type attacher struct {
+	*engine
+	detach deleter // rolls back what a failed setup attached
+}
+
+// detacher tears pods down, forgets their cache files and retries failed
+// DELs for the healer (teardown.go, forget.go).
+type detacher struct{ *engine }
+
+// collector is GC (gc.go, gcplan.go, gcdel.go, gcpace.go).
+type collector struct {
+	*engine
+	detach deleter // runs the stale attachments' DELs
+}
+
+// checker answers CHECK and STATUS (status.go).
+type checker struct{ *engine }
 
 // networkSet and network are the loaded configuration, as package netconf
 // publishes it: an immutable snapshot of the networks, and one network.
@@ -89,7 +132,7 @@ func New(opts ...Option) (*Manager, error) {
 		o.log.WithError(err).Warn("Cannot tell the network namespace the manager is created in; plugins start in their caller's")
 	}
 	led := ledger.New(o.cacheDir)
-	m := &Manager{
+	e := &engine{
 		opts: o,
 		log:  o.log,
 		exec: exec,
@@ -100,10 +143,10 @@ func New(opts ...Option) (*Manager, error) {
 		setups: newSetupTracker(),
 		admit:  newAdmissionQueues(o.admission),
 	}
-	m.cni = newCNIRunner(o.binDirs, led, exec)
+	e.cni = newCNIRunner(o.binDirs, led, exec)
 	conf, err := netconf.New(netconf.Config{
 		ConfDir: o.confDir, Memory: o.memory, BinDirs: o.binDirs, DefaultNetwork: o.defaultNet,
-		Exec: exec, Log: m.log,
+		Exec: exec, Log: e.log,
 		Watch: o.watch, Debounce: o.debounce,
 		VersionWait: o.versionWait, VersionTimeout: o.versionTimeout,
 		Published: func() { tel.Reloaded(context.Background()) },
@@ -112,40 +155,47 @@ func New(opts ...Option) (*Manager, error) {
 		led.Close()
 		return nil, err
 	}
-	m.conf = conf
+	e.conf = conf
+	td := &detacher{engine: e}
+	e.healer = newHealer(o.heal, e.log, td.retryDELs, func() bool { return e.setups.busy(defaultGCPace.window) })
+	e.store = &store{led: led, heal: o.heal, track: e.healer.track}
+	m := &Manager{
+		e: e, teardown: td,
+		setup:  &attacher{engine: e, detach: td},
+		gc:     &collector{engine: e, detach: td},
+		status: &checker{engine: e},
+	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.healer = newHealer(o.heal, m.log, m.retryDELs, func() bool { return m.setups.busy(defaultGCPace.window) })
-	m.store = &store{led: led, heal: o.heal, track: m.healer.track}
-	if err := tel.Observe(m.gauges()); err != nil {
-		m.conf.Shutdown()
+	if err := tel.Observe(e.gauges()); err != nil {
+		e.conf.Shutdown()
 		led.Close()
 		return nil, fmt.Errorf("ocicni: registering the OpenTelemetry gauges: %w", err)
 	}
 	// An index of the results dir's names keeps a teardown's cost flat on
 	// a node with thousands of entries; without one, each lists the dir.
 	if err := led.Open(); err != nil {
-		m.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
+		e.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
 	}
 	if err := led.RecoverCommits(); err != nil {
-		m.log.WithError(err).Warn("Cannot list the record changes that a crash cut short; GC tries again")
+		e.log.WithError(err).Warn("Cannot list the record changes that a crash cut short; GC tries again")
 	}
 	if !o.heal.Disabled {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.healer.run(m.ctx, m.store)
+			e.healer.run(m.ctx, e.store)
 		}()
 	}
 	return m, nil
 }
 
 // snapshot returns the current network set.
-func (m *Manager) snapshot() *networkSet { return m.conf.Snapshot() }
+func (e *engine) snapshot() *networkSet { return e.conf.Snapshot() }
 
 // lookup finds a network by name in set; when it is missing, it waits,
 // within ctx, for a load that may bring it (see netconf.Loader.Lookup).
-func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
-	return m.conf.Lookup(ctx, set, name)
+func (e *engine) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
+	return e.conf.Lookup(ctx, set, name)
 }
 
 // Reload reads the conf dir now and publishes the new network set before
@@ -157,9 +207,9 @@ func (m *Manager) lookup(ctx context.Context, set *networkSet, name string) (*ne
 // [ErrVersionPending]). On an error, such as an unreadable conf dir, the
 // last good set stays.
 func (m *Manager) Reload(ctx context.Context) error {
-	if err := m.conf.Load(ctx); err != nil {
-		from := m.opts.confDir
-		if m.opts.memory != nil {
+	if err := m.e.conf.Load(ctx); err != nil {
+		from := m.e.opts.confDir
+		if m.e.opts.memory != nil {
 			from = "the networks held in memory"
 		}
 		return fmt.Errorf("ocicni: reloading %s: %w", from, err)
@@ -172,13 +222,13 @@ func (m *Manager) Name() string { return CNIPluginName }
 
 // GetDefaultNetworkName returns the default network's name, or "" when
 // there is none.
-func (m *Manager) GetDefaultNetworkName() string { return m.snapshot().DefaultName() }
+func (m *Manager) GetDefaultNetworkName() string { return m.e.snapshot().DefaultName() }
 
 // Networks returns the names of the loaded networks, sorted.
-func (m *Manager) Networks() []string { return m.snapshot().Names() }
+func (m *Manager) Networks() []string { return m.e.snapshot().Names() }
 
 // Skipped returns why configuration files were not loaded, in file order.
-func (m *Manager) Skipped() []*ConfigError { return m.snapshot().Skipped() }
+func (m *Manager) Skipped() []*ConfigError { return m.e.snapshot().Skipped() }
 
 // Shutdown stops the config watcher and the healing loop and waits for
 // them and for the reloads already running. It cuts the plugin VERSION
@@ -199,12 +249,12 @@ func (m *Manager) Skipped() []*ConfigError { return m.snapshot().Skipped() }
 // reloads the conf dir. It is safe to call more than once.
 func (m *Manager) Shutdown() error {
 	m.shutdown.Do(m.cancel)
-	m.conf.Shutdown()
+	m.e.conf.Shutdown()
 	m.wg.Wait()
-	m.rollbacks.Wait()
-	m.healer.active.Wait()
-	m.store.led.Close() // another engine's GC no longer waits for what this one did; teardowns list the results dir
-	if err := m.tel.Close(); err != nil {
+	m.e.rollbacks.Wait()
+	m.e.healer.active.Wait()
+	m.e.store.led.Close() // another engine's GC no longer waits for what this one did; teardowns list the results dir
+	if err := m.e.tel.Close(); err != nil {
 		return fmt.Errorf("ocicni: unregistering the OpenTelemetry gauges: %w", err)
 	}
 	return nil

@@ -49,7 +49,7 @@ type plan struct {
 // loaded config. netns is the caller's netns path, which wins over the
 // ones stored in the cache entry and the record; stored paths are used
 // only if they pass [usableStoredNetNS]. It never modifies pod.
-func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
+func (e *engine) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
 	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk()}
 	if s.corrupt != nil {
 		p.corrupt = s.corrupt
@@ -58,7 +58,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		return log.WithFields(logrus.Fields{"network": s.Name, "ifname": s.Ifname})
 	}
 	if netns == "" {
-		netns = m.slotNetNS(s, plog)
+		netns = e.slotNetNS(s, plog)
 	}
 	if e := s.entry; e != nil {
 		list, policy, err := cachedList(e.Config, s.Name, e.Path, set)
@@ -77,7 +77,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		}
 	}
 	if p.list == nil {
-		list, policy := m.savedList(pod.ID, s, set, plog)
+		list, policy := e.savedList(pod.ID, s, set, plog)
 		if list == nil {
 			n := set.Network(s.Name)
 			if n == nil {
@@ -87,7 +87,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 		}
 		q := *pod
 		q.NetNS = netns
-		rt, err := buildRuntimeConf(&q, s.NetAttachment, m.opts.argsAsGiven)
+		rt, err := buildRuntimeConf(&q, s.NetAttachment, e.opts.argsAsGiven)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,7 @@ func (m *Manager) planFor(pod *PodNetwork, netns string, s *slot, set *networkSe
 // slotNetNS returns the netns path stored for an attachment, in its cache
 // entry or else its order record, when a plugin may run in it. A stored
 // path that fails [usableStoredNetNS] is logged, wherever it is stored.
-func (m *Manager) slotNetNS(s *slot, plog func() *logrus.Entry) string {
+func (e *engine) slotNetNS(s *slot, plog func() *logrus.Entry) string {
 	netns, checked := "", ""
 	for _, stored := range []struct{ path, from string }{
 		{entryNetNS(s.entry), "a cache entry"},
@@ -137,11 +137,11 @@ func recNetNS(a *cache.Attachment) string {
 
 // savedList returns the config saved with the attachment's order record,
 // or nil when there is none or it cannot be used (logged).
-func (m *Manager) savedList(id string, s *slot, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
+func (e *engine) savedList(id string, s *slot, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
 	if s.rec == nil || s.rec.Config == "" {
 		return nil, ""
 	}
-	b, err := m.store.led.ReadConfig(id, s.rec.Config)
+	b, err := e.store.led.ReadConfig(id, s.rec.Config)
 	if err == nil {
 		list, policy, perr := cachedList(b, s.Name, "saved config "+s.rec.Config, set)
 		if perr == nil {

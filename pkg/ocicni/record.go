@@ -256,7 +256,7 @@ type PendingTeardown struct {
 // attachment whose DEL failed and has not succeeded since, sorted by
 // container and ADD order. It reads the records of every manager that
 // shares the cache dir.
-func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) { return m.store.pendingTeardowns() }
+func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) { return m.e.store.pendingTeardowns() }
 
 func (st *store) pendingTeardowns() ([]PendingTeardown, error) {
 	recs, err := st.scanRecords()

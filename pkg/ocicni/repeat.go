@@ -50,12 +50,12 @@ type held struct {
 // record (see [held]). A live attachment that differs from its plan (see
 // [liveDiff]), or whose cached result cannot be read, refuses the setup
 // with an *[AttachedError].
-func (m *Manager) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) (held, error) {
+func (a *attacher) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) (held, error) {
 	atts := make([]NetAttachment, len(plans))
 	for i, p := range plans {
 		atts[i] = p.NetAttachment
 	}
-	inv := m.store.takeInventory(pod.ID, atts, set, log)
+	inv := a.store.takeInventory(pod.ID, atts, set, log)
 	reused := make([]types.Result, len(plans))
 	for i, p := range plans {
 		s := inv.slotFor(p.NetAttachment)

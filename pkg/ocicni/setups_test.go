@@ -90,7 +90,7 @@ func TestGCLeavesSetupsInFlightAlone(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Shutdown() })
 
-	end := m.setups.begin("busy", []NetAttachment{{Name: "neta", Ifname: "eth0"}, {Name: "netb", Ifname: "net1"}}, func() {})
+	end := m.e.setups.begin("busy", []NetAttachment{{Name: "neta", Ifname: "eth0"}, {Name: "netb", Ifname: "net1"}}, func() {})
 	require.NoError(t, m.GC(context.Background(), nil))
 	end()
 

@@ -156,7 +156,7 @@ func TestShutdownDoesNotWaitForAnExecutorThatIgnoresIt(t *testing.T) {
 
 	found := make(chan error, 1)
 	go func() {
-		_, _, err := m.lookup(context.Background(), m.snapshot(), "hang")
+		_, _, err := m.e.lookup(context.Background(), m.e.snapshot(), "hang")
 		found <- err
 	}()
 	shutdownWithin(t, m.Shutdown)

@@ -28,22 +28,22 @@ func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
 // network's version supports it, then returns the cached result; without
 // one it reads the interface's addresses from the netns.
 func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
-	ctx, span := m.startOp(ctx, opPodStatus, &pod)
+	ctx, span := m.e.startOp(ctx, opPodStatus, &pod)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
-	ctx, release, log, err := m.beginPodOp(ctx, &pod)
+	ctx, release, log, err := m.e.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	if err := m.opts.netns.LoopbackCheck(ctx, pod.NetNS); err != nil {
+	if err := m.e.opts.netns.LoopbackCheck(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)
 	}
-	set := m.snapshot()
-	slots, err := m.statusSlots(&pod, set, log)
+	set := m.e.snapshot()
+	slots, err := m.status.statusSlots(&pod, set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		// the saved or loaded config and reads the interface from the
 		// netns, which is what a cached result would have said; the
 		// teardown and GC report corrupt entries.
-		p, err := m.planFor(&pod, pod.NetNS, s, set, log)
+		p, err := m.e.planFor(&pod, pod.NetNS, s, set, log)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +63,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		if debugEnabled(log) {
 			planLog(log, p, "CHECK").Debug("Checking pod network")
 		}
-		res, err := m.checkOne(ctx, &pod, p, s.entry, log)
+		res, err := m.status.checkOne(ctx, &pod, p, s.entry, log)
 		if err != nil {
 			return nil, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "CHECK", Err: err}
 		}
@@ -75,7 +75,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 // statusSlots picks the attachments to report from the pod's inventory:
 // the requested ones; else those of [inventory.forStatus]; else the
 // default network.
-func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entry) ([]*slot, error) {
+func (ck *checker) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entry) ([]*slot, error) {
 	var requested []NetAttachment
 	if len(pod.Networks) > 0 {
 		atts, err := assignIfnames(pod.Networks, "")
@@ -84,7 +84,7 @@ func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entr
 		}
 		requested = atts
 	}
-	inv := m.store.takeInventory(pod.ID, requested, set, log)
+	inv := ck.store.takeInventory(pod.ID, requested, set, log)
 	if requested != nil {
 		return inv.slots, nil
 	}
@@ -95,7 +95,7 @@ func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entr
 	}
 	atts, err := assignIfnames(nil, set.DefaultName())
 	if err != nil {
-		return nil, m.explainDefault(err, set)
+		return nil, ck.explainDefault(err, set)
 	}
 	return []*slot{inv.slotFor(atts[0])}, nil
 }
@@ -107,7 +107,7 @@ func (m *Manager) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entr
 // interface from the netns. A cached result that cannot be converted to the
 // config's version is returned as stored, without CHECK, and the conversion
 // error is logged.
-func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry *cache.Entry, log *logrus.Entry) (types.Result, error) {
+func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry *cache.Entry, log *logrus.Entry) (types.Result, error) {
 	var cached types.Result
 	if entry != nil {
 		r, err := entry.Result()
@@ -132,13 +132,13 @@ func (m *Manager) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry 
 			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
-			if err := m.cni.check(withNetwork(ctx, p.list.Name), p.list, p.rt); err != nil {
+			if err := ck.cni.check(withNetwork(ctx, p.list.Name), p.list, p.rt); err != nil {
 				return nil, err
 			}
 		}
 		return res, nil
 	}
-	mac, addrs, err := m.opts.netns.InterfaceAddrs(ctx, pod.NetNS, p.Ifname)
+	mac, addrs, err := ck.opts.netns.InterfaceAddrs(ctx, pod.NetNS, p.Ifname)
 	if err != nil {
 		return nil, err
 	}
@@ -163,14 +163,14 @@ func (m *Manager) Status() error { return m.StatusWithContext(context.Background
 // and runs the STATUS verb on it when its version is 1.1.0 or later. It
 // never waits for plugins of pod operations or for a reload.
 func (m *Manager) StatusWithContext(ctx context.Context) (err error) {
-	ctx, span := m.startOp(ctx, opStatus, nil)
+	ctx, span := m.e.startOp(ctx, opStatus, nil)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
-	set := m.snapshot()
+	set := m.e.snapshot()
 	n := set.Default()
 	if n == nil {
-		return m.noDefaultError(set)
+		return m.e.noDefaultError(set)
 	}
-	if err := m.cni.status(ctx, n.List); err != nil {
+	if err := m.e.cni.status(ctx, n.List); err != nil {
 		return &NetworkError{Network: n.Name, Verb: "STATUS", Err: err}
 	}
 	return nil
@@ -189,11 +189,11 @@ type NetworkStatus struct {
 // NetworkStatuses runs STATUS on every loaded network whose version is
 // 1.1.0 or later and reports each, sorted by network name.
 func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
-	set := m.snapshot()
+	set := m.e.snapshot()
 	out := make([]NetworkStatus, 0, set.Len())
 	for name, n := range set.All() {
 		st := NetworkStatus{Network: name, Default: name == set.DefaultName()}
-		if err := m.cni.status(ctx, n.List); err != nil {
+		if err := m.e.cni.status(ctx, n.List); err != nil {
 			st.Err = &NetworkError{Network: name, Verb: "STATUS", Err: err}
 		}
 		out = append(out, st)

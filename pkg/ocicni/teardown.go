@@ -36,7 +36,7 @@ func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) er
 // the outcome of every attachment, in the order the DELs ran, whatever the
 // policy.
 func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []Outcome, err error) {
-	ctx, span := m.startOp(ctx, opTeardown, &pod)
+	ctx, span := m.e.startOp(ctx, opTeardown, &pod)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if pod.NetNS != "" {
 		// The netns may be gone already, but it must never be the host's.
@@ -44,26 +44,26 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []
 			return nil, err
 		}
 	}
-	ctx, release, log, err := m.beginPodOp(ctx, &pod)
+	ctx, release, log, err := m.e.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	inv, plans, err := m.teardownPlans(&pod, log)
+	inv, plans, err := m.teardown.teardownPlans(&pod, log)
 	if err != nil {
 		return nil, err
 	}
 	if slices.ContainsFunc(plans, func(p *plan) bool { return p.list != nil }) { // a plugin will run
-		slot, err := admitted(ctx, m.admit.teardown, "tearing down", pod.ID)
+		slot, err := admitted(ctx, m.e.admit.teardown, "tearing down", pod.ID)
 		if err != nil {
 			return nil, err // nothing ran: the record and the cache are as they were
 		}
 		defer slot.Release()
 	}
-	outcomes := slices.Concat(inv.failures, m.deleteAll(ctx, plans, log, reasonTeardown))
-	err = m.teardownResult(&pod, outcomes, log)
-	m.store.settle(ctx, pod.ID, settlement{
+	outcomes := slices.Concat(inv.failures, m.teardown.deleteAll(ctx, plans, log, reasonTeardown))
+	err = m.teardown.teardownResult(&pod, outcomes, log)
+	m.e.store.settle(ctx, pod.ID, settlement{
 		recorded: inv.record, rerr: inv.recordErr, plans: plans, outcomes: outcomes,
 		strays: inv.record == nil && inv.recordErr == nil, // a setup killed before it wrote the record
 	}, log)
@@ -78,8 +78,8 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []
 // with none requested, every attachment the inventory holds in reverse
 // ADD order. With nothing known at all it plans the default network's
 // eth0 (see [inventory.orDefault]).
-func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory, []*plan, error) {
-	set := m.snapshot()
+func (d *detacher) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory, []*plan, error) {
+	set := d.snapshot()
 	var requested []NetAttachment
 	if len(pod.Networks) > 0 {
 		atts, err := assignIfnames(pod.Networks, "")
@@ -89,7 +89,7 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 		slices.Reverse(atts)
 		requested = atts
 	}
-	inv := m.store.takeInventory(pod.ID, requested, set, log)
+	inv := d.store.takeInventory(pod.ID, requested, set, log)
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Cannot read attachment order; using the fallback order")
 	}
@@ -99,7 +99,7 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 	}
 	plans := make([]*plan, 0, len(inv.slots))
 	for _, s := range inv.slots {
-		p, err := m.planFor(pod, pod.NetNS, s, set, log)
+		p, err := d.planFor(pod, pod.NetNS, s, set, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -112,7 +112,7 @@ func (m *Manager) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory,
 // early. Attachments whose plugin reports the container unknown count as
 // deleted, and their cache entries are removed. Every DEL that fails is
 // counted, by class and reason why, for the metrics.
-func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome {
+func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome {
 	ctx = withReason(ctx, why)
 	outcomes := make([]Outcome, 0, len(plans))
 	for _, p := range plans {
@@ -131,7 +131,7 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 			outcomes = append(outcomes, o)
 			continue
 		}
-		err := m.del(withNetwork(ctx, p.list.Name), p, plog)
+		err := d.del(withNetwork(ctx, p.list.Name), p, plog)
 		o.Class, o.Err = classify(err), err
 		switch o.Class {
 		case Deleted:
@@ -139,7 +139,7 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 				plog().Debug("Deleted pod from CNI network")
 			}
 		case AlreadyGone:
-			if len(p.list.Plugins) > 1 && m.opts.delStopAtCode3 {
+			if len(p.list.Plugins) > 1 && d.opts.delStopAtCode3 {
 				// libcni stops a list's DEL at the first plugin that
 				// answers code 3, so the plugins before it in the list
 				// got no DEL (WithDELStopAtUnknownContainer). The spec
@@ -152,27 +152,27 @@ func (m *Manager) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entr
 		}
 		outcomes = append(outcomes, o)
 	}
-	m.countDELFailures(ctx, outcomes, why)
+	d.countDELFailures(ctx, outcomes, why)
 	return outcomes
 }
 
 // del runs the plan's DEL. When libcni panics while it may read the
 // cache entry (see [PanicError]), the entry is handled as corrupt: DEL
 // runs again without it, and the file stays until a DEL succeeds.
-func (m *Manager) del(ctx context.Context, p *plan, plog func() *logrus.Entry) error {
-	err := m.cni.del(ctx, p.list, p.rt, p.useCache)
+func (d *detacher) del(ctx context.Context, p *plan, plog func() *logrus.Entry) error {
+	err := d.cni.del(ctx, p.list, p.rt, p.useCache)
 	var pe *PanicError
 	if p.useCache && errors.As(err, &pe) {
 		plog().WithError(err).Warn("libcni panicked over the cache entry; running DEL without it and keeping the entry until DEL succeeds")
 		p.useCache = false
-		err = m.cni.del(ctx, p.list, p.rt, false)
+		err = d.cni.del(ctx, p.list, p.rt, false)
 	}
-	if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !m.opts.delStopAtCode3 {
+	if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !d.opts.delStopAtCode3 {
 		// libcni stopped the list's DEL at the plugin that answered
 		// code 3; the plugins before it still hold what they hold.
 		plog().WithError(err).Info("A plugin reported the container unknown (code 3); " +
 			"running DEL for every plugin of the list")
-		err = m.delEachPlugin(ctx, p)
+		err = d.delEachPlugin(ctx, p)
 	}
 	return err
 }
@@ -184,7 +184,7 @@ func (m *Manager) del(ctx context.Context, p *plan, plog func() *logrus.Entry) e
 // success), so prevResult is not passed, and the plan no longer uses the
 // cache: its entry goes when the DELs' outcome is committed (see
 // [entriesToDrop]). It returns the first error other than code 3.
-func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
+func (d *detacher) delEachPlugin(ctx context.Context, p *plan) error {
 	p.useCache = false
 	var firstErr error
 	for i := len(p.list.Plugins) - 1; i >= 0; i-- {
@@ -192,7 +192,7 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 			Name: p.list.Name, CNIVersion: p.list.CNIVersion,
 			Plugins: p.list.Plugins[i : i+1],
 		}
-		if err := m.cni.del(ctx, one, p.rt, false); err != nil && classify(err) != AlreadyGone && firstErr == nil {
+		if err := d.cni.del(ctx, one, p.rt, false); err != nil && classify(err) != AlreadyGone && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -201,12 +201,12 @@ func (m *Manager) delEachPlugin(ctx context.Context, p *plan) error {
 
 // teardownResult applies the policy: strict failures become a
 // *TeardownError; tolerated ones are logged, since they are absorbed here.
-func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logrus.Entry) error {
+func (d *detacher) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logrus.Entry) error {
 	strict := false
 	for i := range outcomes {
 		o := &outcomes[i]
 		if o.Policy == "" {
-			o.Policy = m.opts.policy
+			o.Policy = d.opts.policy
 		}
 		if !o.Failure() {
 			continue
@@ -234,9 +234,9 @@ func (m *Manager) teardownResult(pod *PodNetwork, outcomes []Outcome, log *logru
 // policy's timeout, and not under ctx, so that Shutdown lets a retry in
 // flight finish. Its span is a new trace, linked to link, the span of the
 // operation whose DEL failed last.
-func (m *Manager) retryDELs(ctx context.Context, id string, link trace.SpanContext) {
-	ctx, span := m.tel.StartHeal(ctx, link, id)
-	outcomes, err := m.retryDELsLocked(ctx, id)
+func (d *detacher) retryDELs(ctx context.Context, id string, link trace.SpanContext) {
+	ctx, span := d.tel.StartHeal(ctx, link, id)
+	outcomes, err := d.retryDELsLocked(ctx, id)
 	if i := slices.IndexFunc(outcomes, Outcome.Failure); err == nil && i >= 0 {
 		err = &NetworkError{Network: outcomes[i].Network, IfName: outcomes[i].IfName, Verb: "DEL", Err: outcomes[i].Err}
 	}
@@ -245,16 +245,16 @@ func (m *Manager) retryDELs(ctx context.Context, id string, link trace.SpanConte
 
 // retryDELsLocked is retryDELs under the sandbox's lock: it returns the
 // outcomes of the DELs it ran, or why it could not run them.
-func (m *Manager) retryDELsLocked(ctx context.Context, id string) ([]Outcome, error) {
-	sb, err := m.store.lockSandbox(ctx, m.pods, id, false)
+func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, error) {
+	sb, err := d.store.lockSandbox(ctx, d.pods, id, false)
 	if err != nil {
 		return nil, err // shutting down: the record keeps the retry for the next manager
 	}
 	defer sb.release()
 	ctx = sb.bind(ctx)
-	log := m.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
-	set := m.snapshot()
-	inv := m.store.takeInventory(id, nil, set, log)
+	log := d.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
+	set := d.snapshot()
+	inv := d.store.takeInventory(id, nil, set, log)
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
 		return nil, inv.recordErr
@@ -262,30 +262,30 @@ func (m *Manager) retryDELsLocked(ctx context.Context, id string) ([]Outcome, er
 	due := inv.due(time.Now())
 	if len(due) == 0 {
 		if hs := pendingHeal(inv.record); !hs.due.IsZero() { // a teardown or setup changed it meanwhile
-			m.healer.schedule(id, hs.due)
+			d.healer.schedule(id, hs.due)
 		}
 		return nil, nil
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.heal.Timeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.heal.Timeout)
 	defer cancel()
 	pod := &PodNetwork{ID: id}
 	plans := make([]*plan, 0, len(due))
 	for _, s := range due {
-		p, err := m.planFor(pod, "", s, set, log)
+		p, err := d.planFor(pod, "", s, set, log)
 		if err != nil { // cannot happen: the record's names were validated on read
 			log.WithError(err).Warn("Cannot plan the DEL retry of a recorded attachment")
 			continue
 		}
 		plans = append(plans, p)
 	}
-	outcomes := m.deleteAll(dctx, plans, log, reasonHeal)
+	outcomes := d.deleteAll(dctx, plans, log, reasonHeal)
 	for _, o := range outcomes {
 		if !o.Failure() {
 			log.WithFields(logrus.Fields{"network": o.Network, "ifname": o.IfName}).
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	m.store.settle(dctx, id, settlement{recorded: inv.record, plans: plans, outcomes: outcomes}, log)
+	d.store.settle(dctx, id, settlement{recorded: inv.record, plans: plans, outcomes: outcomes}, log)
 	return outcomes, nil
 }
 

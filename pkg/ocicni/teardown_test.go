@@ -234,7 +234,7 @@ func TestSetupRollbackRunsAfterContextExpired(t *testing.T) {
 	err := testenv.RequireDone(t, done, "SetUpPod after its deadline")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrRollbackPending)
-	m.rollbacks.Wait()
+	m.e.rollbacks.Wait()
 	assert.Equal(t, []string{"slow", "good"}, e.callNetworks("DEL"))
 	e.assertClean(pod, "good")
 }

@@ -54,7 +54,7 @@ const (
 
 // startOp starts the span and duration of public operation op on pod (nil
 // for none).
-func (m *Manager) startOp(ctx context.Context, op string, pod *PodNetwork) (context.Context, *telemetry.Operation) {
+func (e *engine) startOp(ctx context.Context, op string, pod *PodNetwork) (context.Context, *telemetry.Operation) {
 	var attrs func() []attribute.KeyValue
 	if pod != nil {
 		id, networks := pod.ID, len(pod.Networks)
@@ -64,7 +64,7 @@ func (m *Manager) startOp(ctx context.Context, op string, pod *PodNetwork) (cont
 			}
 		}
 	}
-	return m.tel.StartOperation(ctx, "cni."+op, op, attrs)
+	return e.tel.StartOperation(ctx, "cni."+op, op, attrs)
 }
 
 // outcomeOf classifies err for the cni.outcome attribute.
@@ -80,21 +80,21 @@ func errorCode(err error) uint {
 }
 
 // countDELFailures counts the failed DELs among outcomes, run for why.
-func (m *Manager) countDELFailures(ctx context.Context, outcomes []Outcome, why string) {
+func (e *engine) countDELFailures(ctx context.Context, outcomes []Outcome, why string) {
 	for _, o := range outcomes {
 		if o.Failure() {
-			m.tel.DELFailed(ctx, o.Network, why, o.Class.String())
+			e.tel.DELFailed(ctx, o.Network, why, o.Class.String())
 		}
 	}
 }
 
 // gauges are what the manager's gauges read.
-func (m *Manager) gauges() telemetry.Gauges {
+func (e *engine) gauges() telemetry.Gauges {
 	return telemetry.Gauges{
-		Pending: m.healer.pendingStats,
+		Pending: e.healer.pendingStats,
 		Skipped: func() map[string]int {
 			out := map[string]int{}
-			for _, sk := range m.snapshot().Skipped() {
+			for _, sk := range e.snapshot().Skipped() {
 				out[netconf.SkipReason(sk.Err)]++
 			}
 			return out

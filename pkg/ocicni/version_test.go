@@ -143,7 +143,7 @@ func TestHungVersionDoesNotDelayOtherFiles(t *testing.T) {
 	// context, rather than failing while the answer is pending.
 	found := make(chan error, 1)
 	go func() {
-		_, _, err := m.lookup(context.Background(), m.snapshot(), "hang")
+		_, _, err := m.e.lookup(context.Background(), m.e.snapshot(), "hang")
 		found <- err
 	}()
 	g.Release()

@@ -23,7 +23,7 @@ import (
 func waitWatcherIdle(t *testing.T, m *Manager) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		return m.conf.WatchStats().Idle(time.Now())
+		return m.e.conf.WatchStats().Idle(time.Now())
 	}, watchTimeout, watchTick, "the watcher never went idle")
 }
 
@@ -48,7 +48,7 @@ func TestWatchRenameIntoPlaceReloadsAtOnce(t *testing.T) {
 		install(t, e.confDir, "10-new.conflist", conflist(name, "1.0.0", "good"))
 		waitState(t, m, name, name, "keep")
 		waitWatcherIdle(t, m)
-		st := m.conf.WatchStats()
+		st := m.e.conf.WatchStats()
 		assert.Equal(t, int64(round+1), st.Leading, "each rename is a burst of its own, reloaded at once")
 		assert.Zero(t, st.Trailing, "the staged file's events are not changes")
 	}
@@ -70,7 +70,7 @@ func TestWatchBurstOf20RenamesReloadsAtMostThreeTimes(t *testing.T) {
 	}
 	waitState(t, m, "first", want...)
 	waitWatcherIdle(t, m)
-	st := m.conf.WatchStats()
+	st := m.e.conf.WatchStats()
 	leading, trailing := st.Leading, st.Trailing
 	t.Logf("%d files renamed into place: %d leading and %d trailing reloads", n, leading, trailing)
 	assert.GreaterOrEqual(t, leading, int64(1), "the first rename reloads at once")

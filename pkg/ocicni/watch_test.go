@@ -62,7 +62,7 @@ func waitState(t *testing.T, m *Manager, def string, want ...string) {
 		want = []string{}
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		set := m.snapshot() // one snapshot, so both checks see the same reload
+		set := m.e.snapshot() // one snapshot, so both checks see the same reload
 		assert.ElementsMatch(c, want, set.Names())
 		assert.Equal(c, def, set.DefaultName())
 	}, watchTimeout, watchTick)
@@ -563,12 +563,12 @@ func TestWatchShutdown(t *testing.T) {
 	// Changes after Shutdown are not applied. A second manager watches
 	// the same dir: once it has applied the changes, a live watcher of
 	// the first one would have seen the same events too.
-	set := m.snapshot()
+	set := m.e.snapshot()
 	witness := e.manager(t)
 	writeConf(t, e.confDir, "05-c.conflist", conflist("c", "1.0.0", "good"))
 	require.NoError(t, os.Remove(filepath.Join(e.confDir, "10-a.conflist")))
 	waitNetworks(t, witness, "b", "c")
-	assert.Same(t, set, m.snapshot(), "a change after Shutdown was applied")
+	assert.Same(t, set, m.e.snapshot(), "a change after Shutdown was applied")
 	assert.Equal(t, []string{"a", "b"}, m.Networks())
 
 	// Shutdown again, also concurrently, is fine.
