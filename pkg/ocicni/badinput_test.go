@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/netns"
 )
 
 // TestBadInputRunsNoPlugin checks that every rejected request names the

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/seed-671fdd43/ocicni/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
 // TestSetupDeadlineKillsPluginAndItsChildren: an ADD that started a child

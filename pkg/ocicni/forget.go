@@ -11,28 +11,15 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// ForgetPodCache drops the libcni cache entries of the sandbox pod.ID, on
-// purpose, from the configured cache dir, and returns the paths it
-// removed. It is the replacement for deleting
-// /var/lib/cni/results/*<id>* by hand, which CRI-O does after a failed
-// teardown: before any file goes, every attachment the entries name is
-// added to the sandbox's attachment order record (with its netns and its
-// cached config, saved next to the record), so that a later [Manager.GC]
-// that does not list the sandbox as valid still runs DEL for it, with
-// that config, and releases what the plugins hold. Each dropped entry is logged.
-//
-// Only pod.ID is used (and pod.NetNS, for entries that name no netns).
-// ForgetPodCache runs no plugin. The record's lines and the removals are
-// one change: when it fails, nothing is removed and the record is as it
-// was.
-func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string, error) {
-	ctx, release, log, err := m.e.beginPodOp(ctx, &pod)
+// forget is [Manager.ForgetPodCache]: see there.
+func (d *detacher) forget(ctx context.Context, pod PodNetwork) ([]string, error) {
+	ctx, release, log, err := d.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	inv := m.e.store.takeInventory(pod.ID, nil, m.e.snapshot(), log)
+	inv := d.store.takeInventory(pod.ID, nil, d.snapshot(), log)
 	if inv.listErr != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, inv.listErr)
 	}
@@ -40,7 +27,7 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	if len(files) == 0 {
 		return nil, nil
 	}
-	lines, err := m.teardown.forgottenLines(&pod, inv, files)
+	lines, err := d.forgottenLines(&pod, inv, files)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: saving its config: %w", pod.ID, err)
 	}
@@ -48,7 +35,7 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 	for i, f := range files {
 		drop[i] = ledger.Entry{Path: f.file()}
 	}
-	if err := m.e.store.forget(ctx, pod.ID, inv, lines, drop, log); err != nil {
+	if err := d.store.forget(ctx, pod.ID, inv, lines, drop, log); err != nil {
 		return nil, fmt.Errorf("ocicni: forgetting the cache of %s: %w", pod.ID, err)
 	}
 	removed := make([]string, len(files))

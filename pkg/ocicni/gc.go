@@ -14,67 +14,36 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
-	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/sirupsen/logrus"
+
+	"github.com/seed-671fdd43/ocicni/internal/guard"
 )
 
-// GC deletes every attachment in its scope that does not belong to a pod
-// in validPods (by default what this library owns; see
-// [WithGCScopedToLoadedNetworks] and [WithGCAllNetworks]), then sends the
-// GC verb with the valid attachments to every loaded network at CNI 1.1.0
-// or later that does not set disableGC. It continues past
-// every error and returns them joined. It is [Manager.GCOutcomes] without
-// the outcomes; the package doc's "Status and GC" says what it deletes and
-// what it keeps.
-func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
-	_, err := m.GCOutcomes(ctx, validPods)
-	return err
+// collector is GC (gc.go, gcplan.go, gcdel.go, gcpace.go).
+type collector struct {
+	*engine
+	detach deleter // runs the stale attachments' DELs
 }
 
-// GCOutcomes is [Manager.GC] that also returns the [Outcome] of every
-// stale attachment GC acted on or could not act on. What GC deletes, what
-// it keeps for valid pods and for setups in flight, and how it runs beside
-// pod operations are in the package doc: "Status and GC" and "Locking".
-//
-// The outcomes come in this order: first the corrupt cache files that
-// name no container GC could tell (Failed, with what their name says);
-// then, for each stale container in the order planned, the attachments no
-// DEL can act on (a corrupt cache entry without a config to delete it
-// with, or one that cannot be planned: Failed), and then its DELs in the
-// order they ran (Deleted, AlreadyGone, RetryLater, Failed, Orphaned or
-// NoConfig; RetryLater with ctx's error for each when ctx ended before GC
-// held the container's lock). An outcome is a failure exactly when
-// [Outcome.Failure] says so: GC applies no [TeardownPolicy], so none is
-// Tolerated. Left out are the attachments of valid pods, those a teardown
-// deleted after GC planned (the teardown reports them), and those of a
-// sandbox whose setup began while GC ran, and what is out of GC's scope
-// (another runtime's attachments by default; see the package doc,
-// "Status and GC"): GC did not act on them.
-//
-// The error joins every failure, each naming its network: those of the
-// failed outcomes, each a *[NetworkError], and those with no outcome (a
-// cache that cannot be listed, a bad valid pod, the GC verbs). A network not sent
-// the verb gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
-// context's error (context.DeadlineExceeded when the verbs used up their
-// 10 s). GCOutcomes never modifies validPods.
-func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) (_ []Outcome, err error) {
-	ctx, span := m.e.startOp(ctx, opGC, nil)
+// run is [Manager.GCOutcomes]: see there.
+func (c *collector) run(ctx context.Context, validPods []*PodNetwork) (_ []Outcome, err error) {
+	ctx, span := c.startOp(ctx, opGC, nil)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
-		m.e.tel.GCRan(ctx, outcomeOf(err), 0, 0, 0)
+		c.tel.GCRan(ctx, outcomeOf(err), 0, 0, 0)
 		return nil, fmt.Errorf("ocicni: GC: %w", err)
 	}
-	log := m.e.log.WithField("verb", "GC")
-	set := m.e.snapshot()
-	watch := m.e.setups.watch() // before planning reads anything
+	log := c.log.WithField("verb", "GC")
+	set := c.snapshot()
+	watch := c.setups.watch() // before planning reads anything
 	defer watch.stop()
 
-	g, errs := m.gc.planGC(validPods, set, watch, log)
+	g, errs := c.planGC(validPods, set, watch, log)
 	log.WithFields(logrus.Fields{"staleSandboxes": len(g.stale), "validPods": len(g.validIDs)}).
 		Info("GC deletes stale attachments and leaves those of valid pods untouched")
-	outcomes, derrs := m.gc.deleteStale(ctx, g.stale, watch, log)
+	outcomes, derrs := c.deleteStale(ctx, g.stale, watch, log)
 	errs = append(errs, derrs...)
-	errs = append(errs, m.gc.gcVerbsExclusive(ctx, set, g, watch)...)
+	errs = append(errs, c.gcVerbsExclusive(ctx, set, g, watch)...)
 	outcomes, err = slices.Concat(g.unplanned, outcomes), errors.Join(errs...)
 	failed := 0
 	for _, o := range outcomes {
@@ -82,7 +51,7 @@ func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) (_ []
 			failed++
 		}
 	}
-	m.e.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
+	c.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
 	return outcomes, err
 }
 

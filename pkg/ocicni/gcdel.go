@@ -9,7 +9,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/locks"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // deleteStale runs the DELs of the stale containers on up to
@@ -120,36 +119,4 @@ func notAcquired(sc *staleContainer, err error) ([]Outcome, []error) {
 		errs = append(errs, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "DEL", Err: err})
 	}
 	return outcomes, errs
-}
-
-// leaveAlone reports, and logs, whether GC must leave sandbox id alone
-// although it planned to delete it, now that it holds its locks (l): a
-// setup of it began while GC ran, or another engine worked on it lately.
-func (c *collector) leaveAlone(l *podLease, id string, watch *setupWatch, log *logrus.Entry) bool {
-	switch {
-	case watch.touched(id):
-		log.Info("GC leaves a sandbox alone: its setup began while GC ran")
-		return true
-	case c.othersWorkedOn(l.sandbox.file.LastRelease(), watch):
-		log.Info("GC leaves a sandbox alone: another engine worked on it while GC ran")
-		return true
-	}
-	return false
-}
-
-// stillStale reports whether what GC planned p from is still there: its
-// cache file, or its line in the container's order record as read now. A
-// teardown that ran in between took both away; [Manager.ForgetPodCache]
-// took the file but recorded the attachment, which GC must then delete.
-// When the file's existence cannot be told, the DEL runs: it is
-// idempotent.
-func (c *collector) stillStale(p *plan, recorded []cache.Attachment) bool {
-	if p.file != "" {
-		if ok, err := c.store.led.EntryExists(p.file); ok || err != nil {
-			return true
-		}
-	}
-	return slices.ContainsFunc(recorded, func(a cache.Attachment) bool {
-		return a.Network == p.Name && a.IfName == p.Ifname
-	})
 }

@@ -157,47 +157,6 @@ func (a *InventoryAttachment) CacheFile() string {
 	return ""
 }
 
-// Inventory returns what the cache dir holds of sandbox id, as a teardown
-// of it that names no networks finds it: the cache files named for it
-// (see [cache.Cache.ForContainer]) and its order record, with the loaded
-// networks deciding which corrupt files can be deleted. A sandbox of which
-// nothing is known has an empty inventory. It takes no lock and runs no
-// plugin. The error is for an invalid id ([InvalidArgumentError]) or a
-// results directory that cannot be listed.
-func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
-	if err := checkContainerID(id); err != nil {
-		return nil, err
-	}
-	inv := m.e.store.readInventory(id, m.e.snapshot())
-	if inv.listErr != nil {
-		return nil, inv.listErr
-	}
-	return inv.view(nil), nil
-}
-
-// Inventories returns, sorted by container ID, the inventory of every
-// sandbox that the cache dir's results or order records know of, from one
-// listing of the results directory and one reading of the order records,
-// as GC plans from them. A corrupt file whose content cannot tell its
-// container has its names guessed from its file name as GC guesses them:
-// around the container ID of an order record or of a readable entry, else
-// after the name of a loaded network or of a readable entry's network
-// (GC also knows the valid pods and the setups in flight). The files that
-// name no container even then are returned in unowned. It takes no lock
-// and runs no plugin. The error is for a results or records directory
-// that cannot be listed.
-func (m *Manager) Inventories() (inventories []*SandboxInventory, unowned []*cache.EntryError, err error) {
-	invs, unowned, guessed, err := m.e.store.readInventories(m.e.snapshot())
-	if err != nil {
-		return nil, nil, err
-	}
-	inventories = make([]*SandboxInventory, len(invs))
-	for i, inv := range invs {
-		inventories[i] = inv.view(guessed)
-	}
-	return inventories, unowned, nil
-}
-
 // guessCorrupt returns listing's corrupt files, each whose content could
 // not tell its container with the names guessed from its file name (see
 // [cache.GuessNames]): around the container IDs of the order records in

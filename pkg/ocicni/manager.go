@@ -6,16 +6,14 @@ import (
 	"os"
 	"sync"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/sirupsen/logrus"
 
-	"github.com/seed-671fdd43/ocicni/internal/bgwork"
 	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
-	"github.com/seed-671fdd43/ocicni/internal/telemetry"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // Manager attaches pod sandboxes to CNI networks and detaches them again.
@@ -25,7 +23,7 @@ import (
 // part, and the parts share the engine (see the package doc, "Map").
 type Manager struct {
 	e        *engine
-	setup    *attacher  // SetUpPod: attach.go, repeat.go
+	setup    *attacher  // SetUpPod: attach.go
 	teardown *detacher  // TearDownPod, ForgetPodCache and the DEL retries: teardown.go, forget.go
 	gc       *collector // GC: gc.go, gcplan.go, gcdel.go, gcpace.go
 	status   *checker   // GetPodNetworkStatus, Status: status.go
@@ -35,67 +33,6 @@ type Manager struct {
 	wg       sync.WaitGroup // the healing loop
 	shutdown sync.Once
 }
-
-// engine is what the parts of a Manager share: the options, as data; the
-// store of what each sandbox holds; the plugin runner; the locks; the
-// loaded networks; telemetry. Its methods are the services every part
-// uses: the network set, a pod's locks (locks.go), a DEL's plan
-// (plan.go), an operation's span (telemetry.go).
-type engine struct {
-	opts  options
-	log   *logrus.Entry
-	exec  invoke.Exec
-	cni   *cniRunner
-	store *store // the inventory and the records: see inventory.go
-	tel   *telemetry.Recorder
-
-	// Lock order: see the package doc, Locking. gate is the GC gate (held
-	// shared by pod operations and GC's DELs, exclusively only for the GC
-	// verbs); pods holds one lock per sandbox; setups' and healer's own
-	// locks are leaves. Pod operations take no lock of conf: its network
-	// set is an immutable snapshot read without locks.
-	gate   *locks.Gate
-	pods   *locks.Keyed
-	setups *setupTracker   // setups in flight, watched by GC
-	admit  admissionQueues // pod operations' turns to run plugins; leaves, taken last
-	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
-
-	healer    *healer        // background DEL retries; its loop is counted in Manager.wg
-	rollbacks bgwork.Tracker // background rollbacks (see SetupError)
-}
-
-// deleter runs the DELs of planned attachments, best effort, in order
-// (see [detacher.deleteAll]): what setup's rollback and GC need of
-// teardown.
-type deleter interface {
-	deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome
-}
-
-// attacher sets pods up (attach.go, repeat.go).
-type attacher struct {
-	*engine
-	detach deleter // rolls back what a failed setup attached
-}
-
-// detacher tears pods down, forgets their cache files and retries failed
-// DELs for the healer (teardown.go, forget.go).
-type detacher struct{ *engine }
-
-// collector is GC (gc.go, gcplan.go, gcdel.go, gcpace.go).
-type collector struct {
-	*engine
-	detach deleter // runs the stale attachments' DELs
-}
-
-// checker answers CHECK and STATUS (status.go).
-type checker struct{ *engine }
-
-// networkSet and network are the loaded configuration, as package netconf
-// publishes it: an immutable snapshot of the networks, and one network.
-type (
-	networkSet = netconf.Set
-	network    = netconf.Network
-)
 
 var _ CNIPlugin = (*Manager)(nil)
 
@@ -189,15 +126,6 @@ func New(opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// snapshot returns the current network set.
-func (e *engine) snapshot() *networkSet { return e.conf.Snapshot() }
-
-// lookup finds a network by name in set; when it is missing, it waits,
-// within ctx, for a load that may bring it (see netconf.Loader.Lookup).
-func (e *engine) lookup(ctx context.Context, set *networkSet, name string) (*network, *networkSet, error) {
-	return e.conf.Lookup(ctx, set, name)
-}
-
 // Reload reads the conf dir now and publishes the new network set before
 // it returns, for callers that own reloads, such as the go-cni face
 // (package gocni), whose users call Load when their own watcher sees a
@@ -258,4 +186,212 @@ func (m *Manager) Shutdown() error {
 		return fmt.Errorf("ocicni: unregistering the OpenTelemetry gauges: %w", err)
 	}
 	return nil
+}
+
+// SetUpPod attaches the pod to its networks. See [Manager.SetUpPodWithContext].
+func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
+	return m.SetUpPodWithContext(context.Background(), pod)
+}
+
+// SetUpPodWithContext brings up lo in the pod's netns and attaches the
+// requested networks in order (the default network when none are named).
+// It returns one result per network, in request order. When an ADD fails,
+// the attachments this call made so far and the failed one are deleted
+// again (rollback) before the error, a *[SetupError], is returned. An
+// attachment the sandbox already holds live (see "Repeated setups" in the
+// package doc) is not added again: when it is identical to the request,
+// its cached result is returned; otherwise the call fails with an
+// *[AttachedError] before anything runs.
+func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+	return m.setup.setUp(ctx, pod)
+}
+
+// ForgetPodCache drops the libcni cache entries of the sandbox pod.ID, on
+// purpose, from the configured cache dir, and returns the paths it
+// removed. It is the replacement for deleting
+// /var/lib/cni/results/*<id>* by hand, which CRI-O does after a failed
+// teardown: before any file goes, every attachment the entries name is
+// added to the sandbox's attachment order record (with its netns and its
+// cached config, saved next to the record), so that a later [Manager.GC]
+// that does not list the sandbox as valid still runs DEL for it, with
+// that config, and releases what the plugins hold. Each dropped entry is logged.
+//
+// Only pod.ID is used (and pod.NetNS, for entries that name no netns).
+// ForgetPodCache runs no plugin. The record's lines and the removals are
+// one change: when it fails, nothing is removed and the record is as it
+// was.
+func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string, error) {
+	return m.teardown.forget(ctx, pod)
+}
+
+// GC deletes every attachment in its scope that does not belong to a pod
+// in validPods (by default what this library owns; see
+// [WithGCScopedToLoadedNetworks] and [WithGCAllNetworks]), then sends the
+// GC verb with the valid attachments to every loaded network at CNI 1.1.0
+// or later that does not set disableGC. It continues past
+// every error and returns them joined. It is [Manager.GCOutcomes] without
+// the outcomes; the package doc's "Status and GC" says what it deletes and
+// what it keeps.
+func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
+	_, err := m.GCOutcomes(ctx, validPods)
+	return err
+}
+
+// GCOutcomes is [Manager.GC] that also returns the [Outcome] of every
+// stale attachment GC acted on or could not act on. What GC deletes, what
+// it keeps for valid pods and for setups in flight, and how it runs beside
+// pod operations are in the package doc: "Status and GC" and "Locking".
+//
+// The outcomes come in this order: first the corrupt cache files that
+// name no container GC could tell (Failed, with what their name says);
+// then, for each stale container in the order planned, the attachments no
+// DEL can act on (a corrupt cache entry without a config to delete it
+// with, or one that cannot be planned: Failed), and then its DELs in the
+// order they ran (Deleted, AlreadyGone, RetryLater, Failed, Orphaned or
+// NoConfig; RetryLater with ctx's error for each when ctx ended before GC
+// held the container's lock). An outcome is a failure exactly when
+// [Outcome.Failure] says so: GC applies no [TeardownPolicy], so none is
+// Tolerated. Left out are the attachments of valid pods, those a teardown
+// deleted after GC planned (the teardown reports them), and those of a
+// sandbox whose setup began while GC ran, and what is out of GC's scope
+// (another runtime's attachments by default; see the package doc,
+// "Status and GC"): GC did not act on them.
+//
+// The error joins every failure, each naming its network: those of the
+// failed outcomes, each a *[NetworkError], and those with no outcome (a
+// cache that cannot be listed, a bad valid pod, the GC verbs). A network not sent
+// the verb gets a *[NetworkError] matching [ErrGCVerbsSkipped] and the
+// context's error (context.DeadlineExceeded when the verbs used up their
+// 10 s). GCOutcomes never modifies validPods.
+func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) ([]Outcome, error) {
+	return m.gc.run(ctx, validPods)
+}
+
+// Inventory returns what the cache dir holds of sandbox id, as a teardown
+// of it that names no networks finds it: the cache files named for it
+// (see [cache.Cache.ForContainer]) and its order record, with the loaded
+// networks deciding which corrupt files can be deleted. A sandbox of which
+// nothing is known has an empty inventory. It takes no lock and runs no
+// plugin. The error is for an invalid id ([InvalidArgumentError]) or a
+// results directory that cannot be listed.
+func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
+	if err := checkContainerID(id); err != nil {
+		return nil, err
+	}
+	inv := m.e.store.readInventory(id, m.e.snapshot())
+	if inv.listErr != nil {
+		return nil, inv.listErr
+	}
+	return inv.view(nil), nil
+}
+
+// Inventories returns, sorted by container ID, the inventory of every
+// sandbox that the cache dir's results or order records know of, from one
+// listing of the results directory and one reading of the order records,
+// as GC plans from them. A corrupt file whose content cannot tell its
+// container has its names guessed from its file name as GC guesses them:
+// around the container ID of an order record or of a readable entry, else
+// after the name of a loaded network or of a readable entry's network
+// (GC also knows the valid pods and the setups in flight). The files that
+// name no container even then are returned in unowned. It takes no lock
+// and runs no plugin. The error is for a results or records directory
+// that cannot be listed.
+func (m *Manager) Inventories() (inventories []*SandboxInventory, unowned []*cache.EntryError, err error) {
+	invs, unowned, guessed, err := m.e.store.readInventories(m.e.snapshot())
+	if err != nil {
+		return nil, nil, err
+	}
+	inventories = make([]*SandboxInventory, len(invs))
+	for i, inv := range invs {
+		inventories[i] = inv.view(guessed)
+	}
+	return inventories, unowned, nil
+}
+
+// PendingTeardowns lists, from the order records in the cache dir, every
+// attachment whose DEL failed and has not succeeded since, sorted by
+// container and ADD order. It reads the records of every manager that
+// shares the cache dir.
+func (m *Manager) PendingTeardowns() ([]PendingTeardown, error) { return m.e.store.pendingTeardowns() }
+
+// GetPodNetworkStatus returns the pod's attachments. See
+// [Manager.GetPodNetworkStatusWithContext].
+func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
+	return m.GetPodNetworkStatusWithContext(context.Background(), pod)
+}
+
+// GetPodNetworkStatusWithContext returns one result per attachment: the
+// requested networks; with none requested, the attachments recorded at ADD
+// in ADD order (the default network first), else the container's cache
+// entries, else the default network. For each it runs CHECK when the
+// network's version supports it, then returns the cached result; without
+// one it reads the interface's addresses from the netns.
+func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
+	return m.status.podStatus(ctx, pod)
+}
+
+// Status reports whether the default network is usable. See
+// [Manager.StatusWithContext].
+func (m *Manager) Status() error { return m.StatusWithContext(context.Background()) }
+
+// StatusWithContext returns an error while there is no default network,
+// and runs the STATUS verb on it when its version is 1.1.0 or later. It
+// never waits for plugins of pod operations or for a reload.
+func (m *Manager) StatusWithContext(ctx context.Context) error {
+	return m.status.status(ctx)
+}
+
+// NetworkStatuses runs STATUS on every loaded network whose version is
+// 1.1.0 or later and reports each, sorted by network name.
+func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
+	return m.status.networkStatuses(ctx)
+}
+
+// TearDownPod detaches the pod. See [Manager.TearDownPodWithContext].
+func (m *Manager) TearDownPod(pod PodNetwork) error {
+	return m.TearDownPodWithContext(context.Background(), pod)
+}
+
+// TearDownPodWithContext runs DEL for every attachment of the pod, best
+// effort: a failure never stops the DELs that follow. With pod.Networks
+// empty, the attachments come from the libcni cache and the attachment
+// order record; otherwise exactly the named ones are deleted. Under the
+// strict policy it returns a *[TeardownError] naming every failure; under
+// the tolerant policy it logs them and returns nil. See the package
+// documentation, "Teardown semantics".
+func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) error {
+	_, err := m.TearDownPodOutcomes(ctx, pod)
+	return err
+}
+
+// TearDownPodOutcomes is [Manager.TearDownPodWithContext] that also returns
+// the outcome of every attachment, in the order the DELs ran, whatever the
+// policy.
+func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) ([]Outcome, error) {
+	return m.teardown.tearDown(ctx, pod)
+}
+
+// InitCNI takes a binary directory in which to search for CNI plugins, and
+// a configuration directory in which to search for CNI JSON config files.
+// If no valid CNI configs exist, network requests will fail until valid CNI
+// config files are present in the config directory.
+// If defaultNetName is not empty, a CNI config with that network name will
+// be used as the default CNI network, and container network operations will
+// fail until that network config is present and valid.
+// If defaultNetName is empty, CNI config files should be reloaded real-time and
+// defaultNetName should be changeable and determined by file sorting.
+func InitCNI(defaultNetName, confDir string, binDirs ...string) (CNIPlugin, error) {
+	return New(WithDefaultNetwork(defaultNetName), WithConfDir(confDir), WithBinDirs(binDirs...))
+}
+
+// InitCNIWithCache works like InitCNI except that it takes the cni cache directory as third param.
+func InitCNIWithCache(defaultNetName, confDir, cacheDir string, binDirs ...string) (CNIPlugin, error) {
+	return New(WithDefaultNetwork(defaultNetName), WithConfDir(confDir), WithCacheDir(cacheDir),
+		WithBinDirs(binDirs...))
+}
+
+// InitCNINoInotify works like InitCNI except that it does not use inotify to watch for changes in the CNI config dir.
+func InitCNINoInotify(defaultNetName, confDir, cacheDir string, binDirs ...string) (CNIPlugin, error) {
+	return New(WithDefaultNetwork(defaultNetName), WithConfDir(confDir), WithCacheDir(cacheDir),
+		WithBinDirs(binDirs...), WithoutWatcher())
 }

@@ -15,35 +15,27 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// GetPodNetworkStatus returns the pod's attachments. See
-// [Manager.GetPodNetworkStatusWithContext].
-func (m *Manager) GetPodNetworkStatus(pod PodNetwork) ([]NetResult, error) {
-	return m.GetPodNetworkStatusWithContext(context.Background(), pod)
-}
+// checker answers CHECK and STATUS (status.go).
+type checker struct{ *engine }
 
-// GetPodNetworkStatusWithContext returns one result per attachment: the
-// requested networks; with none requested, the attachments recorded at ADD
-// in ADD order (the default network first), else the container's cache
-// entries, else the default network. For each it runs CHECK when the
-// network's version supports it, then returns the cached result; without
-// one it reads the interface's addresses from the netns.
-func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
-	ctx, span := m.e.startOp(ctx, opPodStatus, &pod)
+// podStatus is [Manager.GetPodNetworkStatusWithContext]: see there.
+func (ck *checker) podStatus(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
+	ctx, span := ck.startOp(ctx, opPodStatus, &pod)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
-	ctx, release, log, err := m.e.beginPodOp(ctx, &pod)
+	ctx, release, log, err := ck.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	if err := m.e.opts.netns.LoopbackCheck(ctx, pod.NetNS); err != nil {
+	if err := ck.opts.netns.LoopbackCheck(ctx, pod.NetNS); err != nil {
 		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)
 	}
-	set := m.e.snapshot()
-	slots, err := m.status.statusSlots(&pod, set, log)
+	set := ck.snapshot()
+	slots, err := ck.statusSlots(&pod, set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +45,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		// the saved or loaded config and reads the interface from the
 		// netns, which is what a cached result would have said; the
 		// teardown and GC report corrupt entries.
-		p, err := m.e.planFor(&pod, pod.NetNS, s, set, log)
+		p, err := ck.planFor(&pod, pod.NetNS, s, set, log)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +55,7 @@ func (m *Manager) GetPodNetworkStatusWithContext(ctx context.Context, pod PodNet
 		if debugEnabled(log) {
 			planLog(log, p, "CHECK").Debug("Checking pod network")
 		}
-		res, err := m.status.checkOne(ctx, &pod, p, s.entry, log)
+		res, err := ck.checkOne(ctx, &pod, p, s.entry, log)
 		if err != nil {
 			return nil, &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "CHECK", Err: err}
 		}
@@ -155,22 +147,16 @@ func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry
 	return r.GetAsVersion(p.list.CNIVersion)
 }
 
-// Status reports whether the default network is usable. See
-// [Manager.StatusWithContext].
-func (m *Manager) Status() error { return m.StatusWithContext(context.Background()) }
-
-// StatusWithContext returns an error while there is no default network,
-// and runs the STATUS verb on it when its version is 1.1.0 or later. It
-// never waits for plugins of pod operations or for a reload.
-func (m *Manager) StatusWithContext(ctx context.Context) (err error) {
-	ctx, span := m.e.startOp(ctx, opStatus, nil)
+// status is [Manager.StatusWithContext]: see there.
+func (ck *checker) status(ctx context.Context) (err error) {
+	ctx, span := ck.startOp(ctx, opStatus, nil)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
-	set := m.e.snapshot()
+	set := ck.snapshot()
 	n := set.Default()
 	if n == nil {
-		return m.e.noDefaultError(set)
+		return ck.noDefaultError(set)
 	}
-	if err := m.e.cni.status(ctx, n.List); err != nil {
+	if err := ck.cni.status(ctx, n.List); err != nil {
 		return &NetworkError{Network: n.Name, Verb: "STATUS", Err: err}
 	}
 	return nil
@@ -186,14 +172,13 @@ type NetworkStatus struct {
 	Err error
 }
 
-// NetworkStatuses runs STATUS on every loaded network whose version is
-// 1.1.0 or later and reports each, sorted by network name.
-func (m *Manager) NetworkStatuses(ctx context.Context) []NetworkStatus {
-	set := m.e.snapshot()
+// networkStatuses is [Manager.NetworkStatuses]: see there.
+func (ck *checker) networkStatuses(ctx context.Context) []NetworkStatus {
+	set := ck.snapshot()
 	out := make([]NetworkStatus, 0, set.Len())
 	for name, n := range set.All() {
 		st := NetworkStatus{Network: name, Default: name == set.DefaultName()}
-		if err := m.e.cni.status(ctx, n.List); err != nil {
+		if err := ck.cni.status(ctx, n.List); err != nil {
 			st.Err = &NetworkError{Network: name, Verb: "STATUS", Err: err}
 		}
 		out = append(out, st)

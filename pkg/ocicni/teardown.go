@@ -15,28 +15,20 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// TearDownPod detaches the pod. See [Manager.TearDownPodWithContext].
-func (m *Manager) TearDownPod(pod PodNetwork) error {
-	return m.TearDownPodWithContext(context.Background(), pod)
+// deleter runs the DELs of planned attachments, best effort, in order
+// (see [detacher.deleteAll]): what setup's rollback and GC need of
+// teardown.
+type deleter interface {
+	deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome
 }
 
-// TearDownPodWithContext runs DEL for every attachment of the pod, best
-// effort: a failure never stops the DELs that follow. With pod.Networks
-// empty, the attachments come from the libcni cache and the attachment
-// order record; otherwise exactly the named ones are deleted. Under the
-// strict policy it returns a *[TeardownError] naming every failure; under
-// the tolerant policy it logs them and returns nil. See the package
-// documentation, "Teardown semantics".
-func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) error {
-	_, err := m.TearDownPodOutcomes(ctx, pod)
-	return err
-}
+// detacher tears pods down, forgets their cache files and retries failed
+// DELs for the healer (teardown.go, forget.go).
+type detacher struct{ *engine }
 
-// TearDownPodOutcomes is [Manager.TearDownPodWithContext] that also returns
-// the outcome of every attachment, in the order the DELs ran, whatever the
-// policy.
-func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []Outcome, err error) {
-	ctx, span := m.e.startOp(ctx, opTeardown, &pod)
+// tearDown is [Manager.TearDownPodOutcomes]: see there.
+func (d *detacher) tearDown(ctx context.Context, pod PodNetwork) (_ []Outcome, err error) {
+	ctx, span := d.startOp(ctx, opTeardown, &pod)
 	defer func() { span.End(ctx, outcomeOf(err), err) }()
 	if pod.NetNS != "" {
 		// The netns may be gone already, but it must never be the host's.
@@ -44,26 +36,26 @@ func (m *Manager) TearDownPodOutcomes(ctx context.Context, pod PodNetwork) (_ []
 			return nil, err
 		}
 	}
-	ctx, release, log, err := m.e.beginPodOp(ctx, &pod)
+	ctx, release, log, err := d.beginPodOp(ctx, &pod)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	inv, plans, err := m.teardown.teardownPlans(&pod, log)
+	inv, plans, err := d.teardownPlans(&pod, log)
 	if err != nil {
 		return nil, err
 	}
 	if slices.ContainsFunc(plans, func(p *plan) bool { return p.list != nil }) { // a plugin will run
-		slot, err := admitted(ctx, m.e.admit.teardown, "tearing down", pod.ID)
+		slot, err := admitted(ctx, d.admit.teardown, "tearing down", pod.ID)
 		if err != nil {
 			return nil, err // nothing ran: the record and the cache are as they were
 		}
 		defer slot.Release()
 	}
-	outcomes := slices.Concat(inv.failures, m.teardown.deleteAll(ctx, plans, log, reasonTeardown))
-	err = m.teardown.teardownResult(&pod, outcomes, log)
-	m.e.store.settle(ctx, pod.ID, settlement{
+	outcomes := slices.Concat(inv.failures, d.deleteAll(ctx, plans, log, reasonTeardown))
+	err = d.teardownResult(&pod, outcomes, log)
+	d.store.settle(ctx, pod.ID, settlement{
 		recorded: inv.record, rerr: inv.recordErr, plans: plans, outcomes: outcomes,
 		strays: inv.record == nil && inv.recordErr == nil, // a setup killed before it wrote the record
 	}, log)

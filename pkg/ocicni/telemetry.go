@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 )
 
@@ -85,19 +84,5 @@ func (e *engine) countDELFailures(ctx context.Context, outcomes []Outcome, why s
 		if o.Failure() {
 			e.tel.DELFailed(ctx, o.Network, why, o.Class.String())
 		}
-	}
-}
-
-// gauges are what the manager's gauges read.
-func (e *engine) gauges() telemetry.Gauges {
-	return telemetry.Gauges{
-		Pending: e.healer.pendingStats,
-		Skipped: func() map[string]int {
-			out := map[string]int{}
-			for _, sk := range e.snapshot().Skipped() {
-				out[netconf.SkipReason(sk.Err)]++
-			}
-			return out
-		},
 	}
 }
