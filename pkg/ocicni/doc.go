@@ -7,10 +7,65 @@
 // capability comes through [New] and its options, and through new types
 // such as [TeardownError] and [Outcome].
 //
-// This is the reference. The README
-// (https://github.com/seed-671fdd43/ocicni#readme) is the guide: how to
-// try it, how to switch a runtime over (CRI-O and containerd, through
-// package gocni), and what each behaviour gives a runtime, in short.
+// # Overview
+//
+//	m, err := ocicni.New(ocicni.WithConfDir("/etc/cni/net.d"), ocicni.WithBinDirs("/opt/cni/bin"))
+//	if err != nil { ... }
+//	defer m.Shutdown()
+//	pod := ocicni.PodNetwork{Namespace: "default", Name: "web", ID: id, NetNS: "/var/run/netns/web"}
+//	results, err := m.SetUpPodWithContext(ctx, pod) // ADD on the default network, eth0
+//	...
+//	err = m.TearDownPodWithContext(ctx, pod) // DEL of everything the pod holds, best effort
+//	...
+//	err = m.GC(ctx, validPods) // DEL of what no valid pod holds, then the GC verb
+//
+// A failed setup rolls back what it attached. A teardown runs every DEL
+// even after one fails and reports each failure with its network; a DEL
+// that failed is retried in the background until it succeeds. GC removes
+// what no pod owns. The README (https://github.com/seed-671fdd43/ocicni#readme)
+// is the guide: how to try it and how to switch a runtime over (CRI-O
+// through this package; containerd, BuildKit, Nomad and nerdctl through
+// package gocni).
+// The sections after the map are the reference.
+//
+// # Map
+//
+// [Manager] only dispatches: each exported method, all in manager.go,
+// hands its call to one part. The parts share the engine (engine.go):
+// the options as data, the store, the plugin runner, the locks and the
+// loaded networks.
+//
+//	manager.go      Manager, New and the InitCNI family: the doors
+//	engine.go       engine: what the parts share; the network set
+//	attach.go       attacher: SetUpPod, rollback, repeated setups
+//	teardown.go     detacher: TearDownPod, the DELs, the retries the healer runs
+//	forget.go       detacher: ForgetPodCache
+//	heal.go         healer and HealPolicy: when a failed DEL is retried (backoff, give-up)
+//	gc.go           collector: GC, the GC verbs
+//	gcplan.go       collector: what is stale (the one place that decides), GC's scope
+//	gcdel.go        collector: the stale DELs, on workers
+//	gcpace.go       how GC yields to setups
+//	status.go       checker: GetPodNetworkStatus (CHECK), Status (STATUS)
+//	plan.go         a DEL's or CHECK's plan: config, runtime config, cache entry
+//	inventory.go    store: what a sandbox holds (cache entries, order record)
+//	inventories.go  Inventory, Inventories: the same for operators
+//	record.go       store: the one door to the order records, and their next state
+//	locks.go        a pod's locks (gate, node gate, sandbox lock file)
+//	admission.go    Admission: pod operations' turns to run plugins
+//	setups.go       the setups in flight, which GC and the healer watch
+//	exec.go         the plugin executor and the libcni runner
+//	runtimeconf.go  runtime config and capabilities passed to plugins
+//	validate.go     checks of IDs, names, args; netns.go: netns paths
+//	errors.go       typed errors; outcome.go: Outcome, the class of a DEL
+//	options.go      Option and the With... options; telemetry.go: spans, metrics
+//	types*.go       the surface shared with cri-o/ocicni, results, per-OS defaults
+//
+// The lock contract (its reasons are in "Locking"): locks are taken in
+// the order the GC gate, the node gate (shared by every engine on the
+// cache dir), the sandbox's mutex, its lock file; an admission slot comes
+// last and waits for nothing. A pod operation holds the gates shared;
+// only GC's verbs hold them exclusively. The healer's, the setup
+// tracker's and the admission queues' locks are leaves.
 //
 // # Lifecycle
 //
@@ -84,8 +139,8 @@
 //
 // On one node, at most one CNI operation per sandbox runs at a time,
 // whichever engine or process on the cache dir runs it; different
-// sandboxes run concurrently. The lock order (stated here only): the
-// gate, the node gate, the sandbox's mutex, its lock file. The lock file,
+// sandboxes run concurrently. The lock order is the map's: the gate,
+// the node gate, the sandbox's mutex, its lock file. The lock file,
 // <cache dir>/ocicni/locks/<ID>, is an flock(2) that the kernel releases
 // when its holder dies, and goes with the sandbox's record. The plugins
 // of an operation inherit it, so that a plugin left running by a killed
