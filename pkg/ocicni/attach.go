@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/sirupsen/logrus"
@@ -22,7 +23,15 @@ import (
 // attacher sets pods up (attach.go).
 type attacher struct {
 	*engine
+	opts   setupOptions
 	detach deleter // rolls back what a failed setup attached
+}
+
+// setupOptions are the options a setup reads.
+type setupOptions struct {
+	argsAsGiven     bool     // see WithArgsAsGiven
+	netns           NetNSOps // brings lo up
+	rollbackTimeout time.Duration
 }
 
 // setUp is [Manager.SetUpPodWithContext]: see there.
@@ -72,7 +81,7 @@ func (a *attacher) setUp(ctx context.Context, pod PodNetwork) (_ []NetResult, er
 		release()
 		return nil, err
 	}
-	hold := &setupHold{release: release, dropGate: lease.dropGate}
+	hold := &setupLocks{release: release, dropGate: lease.dropGate}
 	results, err := a.attach(ctx, &pod, plans, had, log, hold)
 	if !errors.Is(err, ErrRollbackPending) {
 		hold.end()
@@ -80,24 +89,24 @@ func (a *attacher) setUp(ctx context.Context, pod PodNetwork) (_ []NetResult, er
 	return results, err
 }
 
-// setupHold is what a setup holds while it runs: end ends it (its
+// setupLocks is what a setup holds while it runs: end ends it (its
 // admission, then the pod's lock, the gate and the setup's registration
 // with GC); dropGate releases only the gate. A rollback runs under the
 // setup's hold, admission included, and never waits for one of its own;
 // one left in the background gives the admission up.
-type setupHold struct {
+type setupLocks struct {
 	release, dropGate func()
 	slot              *admit.Slot // nil until admitted
 }
 
-func (h *setupHold) end() {
+func (h *setupLocks) end() {
 	h.slot.Release()
 	h.release()
 }
 
 // attach brings up lo, records the attachments durably and runs ADD for
 // every plan that the sandbox does not hold live already (had.reused[i] is
-// nil; see [Manager.reuseLive]), holding the pod's lock. A plan it holds
+// nil; see [attacher.reuseLive]), holding the pod's lock. A plan it holds
 // live gets its cached result, had.reused[i], and no plugin; when every plan
 // is reused nothing runs and nothing is written. lo and the record are
 // done while the first plugin starts, since starting a process takes
@@ -106,13 +115,13 @@ func (h *setupHold) end() {
 // managedExec for any other). When that work fails, the gate opens with
 // the error: the plugin is killed without having read a config, and the
 // setup fails with nothing attached. After a failed ADD it rolls back
-// what this call added (see [Manager.failSetup]), never a reused
+// what this call added (see [attacher.failSetup]), never a reused
 // attachment; when the caller's context ends before the rollback does,
 // the rollback goes on in the background, keeps holding the pod's lock
 // (hold, which it then releases) and the returned *SetupError matches
 // ErrRollbackPending. In every other case the caller releases.
-func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, had held, log *logrus.Entry,
-	hold *setupHold,
+func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, had sandboxBefore, log *logrus.Entry,
+	hold *setupLocks,
 ) ([]NetResult, error) {
 	results := make([]NetResult, len(plans))
 	var fresh []*plan // the plans to ADD, in order
@@ -172,7 +181,7 @@ func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, h
 }
 
 // prepareSetup brings up lo in the pod's netns and then records the
-// attachments (see [store.recordSetup]): what must be done before any
+// attachments (see [sandboxStore.recordSetup]): what must be done before any
 // plugin receives an ADD config. It returns the record.
 func (a *attacher) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry,
 ) ([]cache.Attachment, error) {
@@ -200,7 +209,7 @@ func (a *attacher) prepareSetup(ctx context.Context, pod *PodNetwork, plans []*p
 // deadline is a promise, also when the ADD failed fast and the rollback
 // is slow.
 func (a *attacher) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan, failed int, recorded []cache.Attachment,
-	serr *SetupError, log *logrus.Entry, hold *setupHold,
+	serr *SetupError, log *logrus.Entry, hold *setupLocks,
 ) error {
 	finished := make(chan *TeardownError, 1)
 	a.rollbacks.Add()
@@ -245,7 +254,7 @@ func (a *attacher) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 // rollback deletes, in reverse order and best effort, the attachments of a
 // failed setup (plans), including the one whose ADD failed. It runs under
 // its own timeout even when ctx has ended, and settles the order record
-// (see [store.settle]): of the attachments the setup recorded, it keeps
+// (see [sandboxStore.settle]): of the attachments the setup recorded, it keeps
 // exactly those whose DEL failed, for retries, teardown and GC, and drops
 // those never added (untried). It returns the failures, nil when every DEL
 // succeeded.
@@ -265,7 +274,7 @@ func (a *attacher) rollback(ctx context.Context, pod *PodNetwork, plans, untried
 	}
 	inv := a.store.takeInventory(pod.ID, atts, a.snapshot(), log)
 	for _, p := range reversed {
-		inv.slotFor(p.NetAttachment).applyCacheRule(p, func() *logrus.Entry { return planLog(log, p, "DEL") })
+		inv.knownFor(p.NetAttachment).applyCacheRule(p, func() *logrus.Entry { return planLog(log, p, "DEL") })
 	}
 	outcomes := a.detach.deleteAll(rctx, reversed, log, reasonRollback)
 	never := make([]NetAttachment, len(untried))
@@ -288,19 +297,19 @@ func (a *attacher) rollback(ctx context.Context, pod *PodNetwork, plans, untried
 // deletes one: an identical request gets the cached result, a different
 // one is refused before anything runs.
 
-// live reports whether the slot's attachment is live: its ADD succeeded
+// live reports whether the known attachment is live: its ADD succeeded
 // and no DEL was asked for since. libcni writes the cache entry only once
 // ADD succeeded, and removes it (as the engine does) only once DEL
 // succeeded; a DEL that failed leaves the entry but marks the record line
 // with its retry state. A line written before an ADD that then failed or
 // crashed has no entry. A corrupt entry proves nothing and is not live.
-func (s *slot) live() bool {
+func (s *knownAttachment) live() bool {
 	return s.entry != nil && (s.rec == nil || s.rec.Heal == nil)
 }
 
-// held is what a setup's sandbox holds when the setup starts, as its
-// inventory read it under the sandbox's lock (see [Manager.reuseLive]).
-type held struct {
+// sandboxBefore is what a setup's sandbox holds when the setup starts, as its
+// inventory read it under the sandbox's lock (see [attacher.reuseLive]).
+type sandboxBefore struct {
 	// reused[i] is the cached result of plans[i], converted to its
 	// config's version, when the sandbox holds it live and identical to
 	// the plan: no ADD runs for it. It is nil when plans[i] must be added.
@@ -312,10 +321,10 @@ type held struct {
 
 // reuseLive reads, under the sandbox's lock and before anything runs,
 // what the sandbox holds: which of a setup's plans it holds live, and its
-// record (see [held]). A live attachment that differs from its plan (see
+// record (see [sandboxBefore]). A live attachment that differs from its plan (see
 // [liveDiff]), or whose cached result cannot be read, refuses the setup
 // with an *[AttachedError].
-func (a *attacher) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) (held, error) {
+func (a *attacher) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, log *logrus.Entry) (sandboxBefore, error) {
 	atts := make([]NetAttachment, len(plans))
 	for i, p := range plans {
 		atts[i] = p.NetAttachment
@@ -323,7 +332,7 @@ func (a *attacher) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, lo
 	inv := a.store.takeInventory(pod.ID, atts, set, log)
 	reused := make([]types.Result, len(plans))
 	for i, p := range plans {
-		s := inv.slotFor(p.NetAttachment)
+		s := inv.knownFor(p.NetAttachment)
 		if !s.live() {
 			continue
 		}
@@ -331,18 +340,18 @@ func (a *attacher) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, lo
 			return &AttachedError{ContainerID: pod.ID, Network: p.Name, IfName: p.Ifname, Reason: reason, Err: err}
 		}
 		if reason := liveDiff(s, p); reason != "" {
-			return held{}, refuse(reason, nil)
+			return sandboxBefore{}, refuse(reason, nil)
 		}
 		res, err := s.entry.ResultAt(p.list.CNIVersion)
 		switch {
 		case err != nil:
-			return held{}, refuse("its cached result cannot be read", err)
+			return sandboxBefore{}, refuse("its cached result cannot be read", err)
 		case res == nil:
-			return held{}, refuse("its cache entry holds no result", nil)
+			return sandboxBefore{}, refuse("its cache entry holds no result", nil)
 		}
 		reused[i] = res
 	}
-	h := held{reused: reused}
+	h := sandboxBefore{reused: reused}
 	if inv.recordErr == nil { // an unreadable record is replaced
 		h.record = inv.record
 	}
@@ -354,7 +363,7 @@ func (a *attacher) reuseLive(pod *PodNetwork, plans []*plan, set *networkSet, lo
 // the very config bytes (libcni caches the list's bytes at ADD, and the
 // record saves their digest), the netns, and the runtime arguments
 // (CNI_ARGS and runtime-config capabilities) the ADD ran with.
-func liveDiff(s *slot, p *plan) string {
+func liveDiff(s *knownAttachment, p *plan) string {
 	e := s.entry
 	if !bytes.Equal(e.Config, p.list.Bytes) ||
 		s.rec != nil && s.rec.Config != "" && s.rec.Config != ledger.ConfigDigest(p.list.Bytes) {

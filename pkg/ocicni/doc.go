@@ -57,7 +57,7 @@
 //	runtimeconf.go  runtime config and capabilities passed to plugins
 //	validate.go     checks of IDs, names, args; netns.go: netns paths
 //	errors.go       typed errors; outcome.go: Outcome, the class of a DEL
-//	options.go      Option and the With... options; telemetry.go: spans, metrics
+//	options.go      Option and the With... options; telemetry.go: spans, metrics, log fields
 //	types*.go       the surface shared with cri-o/ocicni, results, per-OS defaults
 //
 // The lock contract (its reasons are in "Locking"): locks are taken in

@@ -14,8 +14,9 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 )
 
-// engine is what the parts of a Manager share: the options, as data; the
-// store of what each sandbox holds; the plugin runner; the locks; the
+// engine is what the parts of a Manager share: the options, which the
+// engine's services read (each part gets those it reads as data of its
+// own); the store of what each sandbox holds; the plugin runner; the locks; the
 // loaded networks; telemetry. Its methods are the services every part
 // uses: the network set, a pod's locks (locks.go), a DEL's plan
 // (plan.go), an operation's span (telemetry.go).
@@ -24,7 +25,7 @@ type engine struct {
 	log   *logrus.Entry
 	exec  invoke.Exec
 	cni   *cniRunner
-	store *store // the inventory and the records: see inventory.go
+	store *sandboxStore // the inventory and the records: see inventory.go
 	tel   *telemetry.Recorder
 
 	// Lock order: see the package doc, Locking. gate is the GC gate (held

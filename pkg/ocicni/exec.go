@@ -38,7 +38,7 @@ import (
 //     recorded (see the package doc, "Observability");
 //   - every run is reported to the hook of [WithPluginHook], with the
 //     reason the context carries (see withReason);
-//   - a setup's first ADD waits for its gate (see [Manager.attach]): the default
+//   - a setup's first ADD waits for its gate (see [attacher.attach]): the default
 //     executor starts the plugin and holds back its stdin, any other is
 //     called once the gate is open.
 type managedExec struct {

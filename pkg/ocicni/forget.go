@@ -52,7 +52,7 @@ func (d *detacher) forget(ctx context.Context, pod PodNetwork) ([]string, error)
 // (else the pod's) and, for a readable entry, its cached config saved
 // with the record, so that GC deletes the attachment with it even when
 // its config file is gone. An unreadable record lacks every one.
-func (d *detacher) forgottenLines(pod *PodNetwork, inv *inventory, files []*slot) ([]cache.Attachment, error) {
+func (d *detacher) forgottenLines(pod *PodNetwork, inv *inventory, files []*knownAttachment) ([]cache.Attachment, error) {
 	var lines []cache.Attachment
 	for _, f := range files {
 		if f.Name == "" || findLine(lines, f.Name, f.Ifname) != nil ||
@@ -69,8 +69,8 @@ func (d *detacher) forgottenLines(pod *PodNetwork, inv *inventory, files []*slot
 }
 
 // forgottenLine is the record line of the attachment a cache file names
-// (f, its slot).
-func (d *detacher) forgottenLine(pod *PodNetwork, f *slot) (cache.Attachment, error) {
+// (f, a known attachment).
+func (d *detacher) forgottenLine(pod *PodNetwork, f *knownAttachment) (cache.Attachment, error) {
 	a := cache.Attachment{Network: f.Name, IfName: f.Ifname, NetNS: pod.NetNS}
 	if f.entry == nil {
 		return a, nil

@@ -22,7 +22,17 @@ import (
 // collector is GC (gc.go, gcplan.go, gcdel.go, gcpace.go).
 type collector struct {
 	*engine
+	opts   gcOptions
 	detach deleter // runs the stale attachments' DELs
+}
+
+// gcOptions are the options GC reads.
+type gcOptions struct {
+	binDirs     []string      // where the GC verb finds its plugins
+	gcScope     gcScope       // see WithGCScopedToLoadedNetworks and WithGCAllNetworks
+	configGrace time.Duration // see savedConfigGrace
+	gcPace      gcPace        // see gcPacer
+	gcWorkers   int           // see WithGCWorkers
 }
 
 // run is [Manager.GCOutcomes]: see there.
@@ -140,7 +150,7 @@ func gcTargets(set *networkSet) []string {
 
 // protectOthersWork adds to the valid attachments everything of the
 // sandboxes that other engines worked on lately (see
-// [Manager.othersWorkedOn]): GC's valid pods may not know of them yet.
+// [engine.othersWorkedOn]): GC's valid pods may not know of them yet.
 // The caller holds the node gate exclusively, so no other engine's setup
 // is in flight. When the lock files cannot be listed it returns why, and
 // the verbs wait for the next GC.
@@ -158,7 +168,7 @@ func (c *collector) protectOthersWork(g *gcPlan, watch *setupWatch, set *network
 }
 
 // protectSetups adds to the valid attachments everything of the sandboxes
-// whose setup overlapped GC (see [store.setupInventory]). The caller
+// whose setup overlapped GC (see [sandboxStore.setupInventory]). The caller
 // holds the gate exclusively, so no setup is in flight.
 func (c *collector) protectSetups(g *gcPlan, watch *setupWatch, set *networkSet) {
 	seen := watch.attachments()

@@ -13,7 +13,7 @@ import (
 
 // deleteStale runs the DELs of the stale containers on up to
 // [WithGCWorkers] workers. Each container is handled by one worker, under
-// its own lock (see [Manager.deleteStaleContainer]), so no two operations
+// its own lock (see [collector.deleteStaleContainer]), so no two operations
 // ever run for the same container, while different containers proceed in
 // parallel as the spec allows, unless pods are being set up meanwhile
 // (see gcPacer). Outcomes and errors come back in planning
@@ -56,7 +56,7 @@ func (c *collector) deleteStale(ctx context.Context, stale []*staleContainer, wa
 // again, and GC's plan is out of date. The attachments it leaves alone,
 // for that reason or because a teardown deleted them since GC planned,
 // get no outcome. So does a container that another engine or process
-// holds, or worked on lately (see [Manager.othersWorkedOn]). When it
+// holds, or worked on lately (see [engine.othersWorkedOn]). When it
 // cannot take the locks, each planned DEL gets a RetryLater (or Failed)
 // outcome with the reason.
 func (c *collector) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,

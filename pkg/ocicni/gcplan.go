@@ -32,7 +32,7 @@ type gcPlan struct {
 // to prune afterwards.
 type staleContainer struct {
 	id    string
-	plans []*plan // in teardown order; each DEL runs only if its source is still there (see Manager.stillStale)
+	plans []*plan // in teardown order; each DEL runs only if its source is still there (see collector.stillStale)
 	// failures are the container's attachments that no DEL can act on
 	// (see [inventory]) or that could not be planned, as Failed outcomes.
 	failures []Outcome
@@ -68,7 +68,7 @@ func (v *validSet) addAll(id string, inv *inventory) {
 // planGC lists the cache once, reads the order records once, and plans
 // the DELs of every attachment that neither a valid pod nor a setup seen
 // by watch owns: for each other container, what of its inventory (see
-// [store.scanNode]) is in GC's scope (see [Manager.scopeStale]). It takes
+// [sandboxStore.scanNode]) is in GC's scope (see [collector.scopeStale]). It takes
 // no lock: what it reads may change before the DELs run, which recheck
 // under each container's lock.
 func (c *collector) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
@@ -122,12 +122,12 @@ func (c *collector) planGC(validPods []*PodNetwork, set *networkSet, watch *setu
 // to sc.failures; it returns them as errors too.
 func (c *collector) planStale(sc *staleContainer, inv *inventory, set *networkSet, log *logrus.Entry) []error {
 	var errs []error
-	sortSlotsForTeardown(inv.slots, inv.record)
+	sortForTeardown(inv.known, inv.record)
 	for _, o := range inv.failures {
 		errs = append(errs, &NetworkError{Network: o.Network, IfName: o.IfName, Verb: "DEL", Err: o.Err})
 	}
 	sc.failures = append(sc.failures, inv.failures...)
-	for _, s := range inv.slots {
+	for _, s := range inv.known {
 		p, err := c.planFor(&PodNetwork{ID: sc.id}, "", s, set, log)
 		if err != nil {
 			errs = append(errs, &NetworkError{Network: s.Name, IfName: s.Ifname, Verb: "DEL", Err: err})
@@ -213,7 +213,7 @@ const savedConfigGrace = 10 * time.Minute
 // links lost with a power loss, or the copies a Cache keeps for its next
 // setups) once they are older than [savedConfigGrace]. Links whose record
 // is gone are removed with their container, under its lock (see
-// [Manager.deleteStaleContainer]). recs holds the records GC read and the
+// [collector.deleteStaleContainer]). recs holds the records GC read and the
 // saved configs listed with them. Failures are logged: a file left behind
 // costs only disk space until the next GC.
 func (c *collector) sweepConfigs(recs *records, log *logrus.Entry) {
@@ -296,9 +296,9 @@ func (c *collector) scopeStrays(recs *records) []string {
 }
 
 // scopeStale drops from a stale sandbox's inventory the attachments and
-// failures that GC may not act on (see [Manager.inScope]), and reports
+// failures that GC may not act on (see [collector.inScope]), and reports
 // whether GC has work left on the sandbox: an attachment or a failure, or
-// the links of a stray (see [Manager.scopeStrays]) to remove. The order
+// the links of a stray (see [collector.scopeStrays]) to remove. The order
 // record read into inv is kept whole, so the lines of the attachments
 // dropped stay when GC prunes the record. An unreadable record recognises
 // none of the sandbox's attachments.
@@ -306,12 +306,12 @@ func (c *collector) scopeStale(inv *inventory, set *networkSet, stray bool, log 
 	if c.opts.gcScope == gcAll {
 		return true
 	}
-	before := len(inv.slots) + len(inv.failures)
-	inv.slots = slices.DeleteFunc(inv.slots, func(s *slot) bool { return !c.inScope(set, s.Name, s.rec != nil) })
+	before := len(inv.known) + len(inv.failures)
+	inv.known = slices.DeleteFunc(inv.known, func(s *knownAttachment) bool { return !c.inScope(set, s.Name, s.rec != nil) })
 	inv.failures = slices.DeleteFunc(inv.failures, func(o Outcome) bool {
 		return !c.inScope(set, o.Network, findLine(inv.record, o.Network, o.IfName) != nil)
 	})
-	left := len(inv.slots) + len(inv.failures)
+	left := len(inv.known) + len(inv.failures)
 	if left < before && debugEnabled(log) {
 		log.WithFields(logrus.Fields{"sandbox": inv.id, "leftAlone": before - left}).
 			Debug("GC leaves alone the attachments that are out of its scope")
@@ -327,7 +327,7 @@ func (c *collector) scopeKeepsUnreadableRecords() bool { return c.opts.gcScope !
 // leaveAlone reports, and logs, whether GC must leave sandbox id alone
 // although it planned to delete it, now that it holds its locks (l): a
 // setup of it began while GC ran, or another engine worked on it lately.
-func (c *collector) leaveAlone(l *podLease, id string, watch *setupWatch, log *logrus.Entry) bool {
+func (c *collector) leaveAlone(l *podLocks, id string, watch *setupWatch, log *logrus.Entry) bool {
 	switch {
 	case watch.touched(id):
 		log.Info("GC leaves a sandbox alone: its setup began while GC ran")

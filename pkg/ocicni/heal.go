@@ -123,7 +123,7 @@ func (p HealPolicy) backoff(attempts int) time.Duration {
 type healer struct {
 	policy HealPolicy
 	log    *logrus.Entry
-	retry  func(ctx context.Context, id string, link trace.SpanContext) // runs sandbox id's due retries; see Manager.retryDELs
+	retry  func(ctx context.Context, id string, link trace.SpanContext) // runs sandbox id's due retries; see detacher.retryDELs
 	busy   func() bool                                                  // whether the node is setting pods up
 	mu     sync.Mutex                                                   // guards the maps and queue
 	due    map[string]time.Time                                         // sandbox ID -> when its next retry is due
@@ -288,7 +288,7 @@ func (h *healer) ran(id string) {
 // retrySource is where a healer finds the retries that records leave
 // pending, whichever engine or process wrote them: the store.
 type retrySource interface {
-	// pendingRetries scans every record (see [store.pendingRetries]).
+	// pendingRetries scans every record (see [sandboxStore.pendingRetries]).
 	pendingRetries(log *logrus.Entry) map[string]healState
 	// retriesMarked is when a record last came to leave a retry pending
 	// (see [ledger.Ledger.RetriesMarked]).

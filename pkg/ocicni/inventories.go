@@ -11,7 +11,7 @@ import (
 )
 
 // This file is the inventory of every sandbox of the node: one scan of
-// the cache dir ([store.scanNode]) that GC plans from and
+// the cache dir ([sandboxStore.scanNode]) that GC plans from and
 // [Manager.Inventories] reports, [guessCorrupt], which names corrupt
 // files for both, and the read-only view that [Manager.Inventory] and
 // [Manager.Inventories] return. It takes no lock and runs no plugin.
@@ -29,7 +29,7 @@ type nodeScan struct {
 // scanNode reads the node's cache dir once (see [nodeScan]). It returns
 // the failures to list the results or the records; what was read is
 // usable either way, but incomplete.
-func (st *store) scanNode() (*nodeScan, []error) {
+func (st *sandboxStore) scanNode() (*nodeScan, []error) {
 	node, errs := st.led.Scan()
 	n := &nodeScan{listing: node.Listing, byID: make(map[string][]*cache.Entry, len(node.Listing.Entries)), recs: node.Records}
 	for _, e := range node.Listing.Entries {
@@ -77,10 +77,10 @@ func (n *nodeScan) inventory(id string, corrupt []*cache.EntryError, set *networ
 
 // readInventories reads the inventory of every sandbox that the cache or
 // the order records know of, sorted by container ID, from one
-// [store.scanNode], as GC reads them. guessed holds the corrupt files
+// [sandboxStore.scanNode], as GC reads them. guessed holds the corrupt files
 // whose names were guessed, and unowned the files that name no container
 // even then.
-func (st *store) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
+func (st *sandboxStore) readInventories(set *networkSet) (invs []*inventory, unowned []*cache.EntryError,
 	guessed map[*cache.EntryError]bool, err error,
 ) {
 	n, errs := st.scanNode()
@@ -200,7 +200,7 @@ func (inv *inventory) view(guessed map[*cache.EntryError]bool) *SandboxInventory
 	return sb
 }
 
-// viewAttachment describes att, a slot of inv or a failure whose file
+// viewAttachment describes att, a known attachment of inv or a failure whose file
 // names it.
 func (inv *inventory) viewAttachment(att NetAttachment, guessed map[*cache.EntryError]bool) InventoryAttachment {
 	a := InventoryAttachment{NetAttachment: att}

@@ -14,21 +14,21 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// store is the engine's side of the ledger (internal/ledger, the one
+// sandboxStore is the engine's side of the ledger (internal/ledger, the one
 // door to the cache dir), and it has two halves: this file merges what
 // the ledger holds of a sandbox (its cache entries, order record and
 // saved configs) into its inventory, and record.go alone computes and
 // commits order records. It needs nothing of the manager but the
 // ledger, the heal policy, and the healer's track for the retries a
 // record leaves pending.
-type store struct {
+type sandboxStore struct {
 	led   *ledger.Ledger
 	heal  HealPolicy
 	track func(id string, st healState, link trace.SpanContext) // the healer's
 }
 
-// slot is one attachment of a sandbox, with everything known of it.
-type slot struct {
+// knownAttachment is one attachment of a sandbox, with everything known of it.
+type knownAttachment struct {
 	NetAttachment
 	entry   *cache.Entry      // its readable cache entry, or nil
 	corrupt *cache.EntryError // its corrupt cache file, or nil
@@ -38,11 +38,11 @@ type slot struct {
 // onDisk reports whether anything on disk names the attachment, so that it
 // may exist: having no config to delete it with is then a failure
 // ([Orphaned]), not a warning.
-func (s *slot) onDisk() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
+func (s *knownAttachment) onDisk() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
 
-// file returns the path of the slot's cache file, readable or corrupt,
+// file returns the path of the attachment's cache file, readable or corrupt,
 // or "".
-func (s *slot) file() string {
+func (s *knownAttachment) file() string {
 	switch {
 	case s.entry != nil:
 		return s.entry.Path
@@ -58,7 +58,7 @@ func (s *slot) file() string {
 // attachments does this sandbox have"; teardown, healing and GC act on it.
 type inventory struct {
 	id    string
-	slots []*slot // each (network, ifname) once
+	known []*knownAttachment // each (network, ifname) once
 	// record is the order record as read (nil: none); recordErr says why
 	// it could not be read.
 	record    []cache.Attachment
@@ -70,13 +70,13 @@ type inventory struct {
 	listErr  error
 }
 
-// cacheFiles returns a slot for each of the sandbox's cache files,
-// readable or corrupt: its own slot, or, for a corrupt file that no DEL
-// can act on, a slot of the attachment its name names ("" names when it
+// cacheFiles returns a known attachment for each of the sandbox's cache files,
+// readable or corrupt: its own, or, for a corrupt file that no DEL
+// can act on, one of the attachment its name names ("" names when it
 // names none) that the inventory does not hold.
-func (inv *inventory) cacheFiles() []*slot {
-	var out []*slot
-	for _, s := range inv.slots {
+func (inv *inventory) cacheFiles() []*knownAttachment {
+	var out []*knownAttachment
+	for _, s := range inv.known {
 		if s.file() != "" {
 			out = append(out, s)
 		}
@@ -84,7 +84,7 @@ func (inv *inventory) cacheFiles() []*slot {
 	for _, o := range inv.failures {
 		var ee *cache.EntryError
 		if errors.As(o.Err, &ee) {
-			out = append(out, &slot{NetAttachment: NetAttachment{Name: ee.Network, Ifname: ee.IfName}, corrupt: ee})
+			out = append(out, &knownAttachment{NetAttachment: NetAttachment{Name: ee.Network, Ifname: ee.IfName}, corrupt: ee})
 		}
 	}
 	return out
@@ -93,8 +93,8 @@ func (inv *inventory) cacheFiles() []*slot {
 // takeInventory reads what is known of sandbox id's attachments. With
 // requested attachments it holds exactly those, in the order given;
 // otherwise every attachment that the cache or the order record knows of
-// (see [store.readInventory]), logged as [logInventory] says.
-func (st *store) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
+// (see [sandboxStore.readInventory]), logged as [logInventory] says.
+func (st *sandboxStore) takeInventory(id string, requested []NetAttachment, set *networkSet, log *logrus.Entry) *inventory {
 	if len(requested) == 0 {
 		inv := st.readInventory(id, set)
 		logInventory(inv, log)
@@ -110,7 +110,7 @@ func (st *store) takeInventory(id string, requested []NetAttachment, set *networ
 	sb, files := st.led.ReadNamed(id, names)
 	inv := &inventory{id: id, record: sb.Record, recordErr: sb.RecordErr}
 	for i, a := range requested {
-		inv.slots = append(inv.slots, &slot{
+		inv.known = append(inv.known, &knownAttachment{
 			NetAttachment: a, rec: findLine(sb.Record, a.Name, a.Ifname), entry: files[i].Entry, corrupt: files[i].Corrupt,
 		})
 	}
@@ -120,7 +120,7 @@ func (st *store) takeInventory(id string, requested []NetAttachment, set *networ
 // readInventory reads what the cache files named for sandbox id
 // ([cache.Cache.ForContainer]) and its order record know of it (see
 // [mergeInventory]). A listing failure is in listErr, and a failure.
-func (st *store) readInventory(id string, set *networkSet) *inventory {
+func (st *sandboxStore) readInventory(id string, set *networkSet) *inventory {
 	sb := st.led.Read(id)
 	inv := mergeInventory(id, sb.Record, sb.RecordErr, sb.Entries, sb.Corrupt, set)
 	if sb.ListErr != nil {
@@ -134,13 +134,13 @@ func (st *store) readInventory(id string, set *networkSet) *inventory {
 // corrupt cache files acted on with a saved or loaded config, and
 // interface names that several networks claim.
 func logInventory(inv *inventory, log *logrus.Entry) {
-	for _, s := range inv.slots {
+	for _, s := range inv.known {
 		if s.corrupt != nil {
 			log.WithError(s.corrupt).WithFields(logrus.Fields{"file": filepath.Base(s.corrupt.Path), "network": s.Name}).
 				Warn("Corrupt CNI cache entry; acting on it with the saved or loaded config")
 		}
 	}
-	warnDuplicateIfnames(inv.slots, log)
+	warnDuplicateIfnames(inv.known, log)
 }
 
 // mergeInventory merges what is on disk for sandbox id: its readable cache
@@ -162,7 +162,7 @@ func mergeInventory(id string, record []cache.Attachment, rerr error, entries []
 	inv := &inventory{id: id, record: record, recordErr: rerr}
 	for _, e := range entries {
 		a := NetAttachment{Name: e.Network, Ifname: e.IfName}
-		inv.slots = append(inv.slots, &slot{NetAttachment: a, entry: e, rec: findLine(record, a.Name, a.Ifname)})
+		inv.known = append(inv.known, &knownAttachment{NetAttachment: a, entry: e, rec: findLine(record, a.Name, a.Ifname)})
 	}
 	for _, ee := range corrupt {
 		a := NetAttachment{Name: ee.Network, Ifname: ee.IfName}
@@ -176,35 +176,35 @@ func mergeInventory(id string, record []cache.Attachment, rerr error, entries []
 				Err: fmt.Errorf("%w (no saved or loaded config to delete it with)", ee),
 			})
 		default:
-			inv.slots = append(inv.slots, &slot{NetAttachment: a, corrupt: ee, rec: rec})
+			inv.known = append(inv.known, &knownAttachment{NetAttachment: a, corrupt: ee, rec: rec})
 		}
 	}
 	for i := range record {
 		a := &record[i]
 		if !inv.names(a.Network, a.IfName) {
-			inv.slots = append(inv.slots, &slot{NetAttachment: NetAttachment{Name: a.Network, Ifname: a.IfName}, rec: a})
+			inv.known = append(inv.known, &knownAttachment{NetAttachment: NetAttachment{Name: a.Network, Ifname: a.IfName}, rec: a})
 		}
 	}
 	return inv
 }
 
 // include adds each of atts that the inventory does not name yet, as a
-// slot with nothing on disk: attachments a request or a setup asks for,
+// known attachment with nothing on disk: attachments a request or a setup asks for,
 // which may exist by the time a plugin runs.
 func (inv *inventory) include(atts []NetAttachment) {
 	for _, a := range atts {
 		if !inv.names(a.Name, a.Ifname) {
-			inv.slots = append(inv.slots, &slot{NetAttachment: a, rec: findLine(inv.record, a.Name, a.Ifname)})
+			inv.known = append(inv.known, &knownAttachment{NetAttachment: a, rec: findLine(inv.record, a.Name, a.Ifname)})
 		}
 	}
 }
 
 // attachments returns every attachment the inventory names, each once:
-// its slots, then the failures whose file names one. GC keeps them all
+// its known attachments, then the failures whose file names one. GC keeps them all
 // for a sandbox that is valid, or being set up.
 func (inv *inventory) attachments() []NetAttachment {
-	out := make([]NetAttachment, 0, len(inv.slots)+len(inv.failures))
-	for _, s := range inv.slots {
+	out := make([]NetAttachment, 0, len(inv.known)+len(inv.failures))
+	for _, s := range inv.known {
 		out = append(out, s.NetAttachment)
 	}
 	for _, o := range inv.failures {
@@ -224,13 +224,13 @@ func recordAttachments(record []cache.Attachment) []NetAttachment {
 	return out
 }
 
-// slotFor returns the slot of att, or a new one with nothing on disk but
-// its record line, if any. The new slot is not added to the inventory.
-func (inv *inventory) slotFor(att NetAttachment) *slot {
+// knownFor returns the known attachment of att, or a new one with nothing on disk but
+// its record line, if any. The new one is not added to the inventory.
+func (inv *inventory) knownFor(att NetAttachment) *knownAttachment {
 	if s := inv.find(att.Name, att.Ifname); s != nil {
 		return s
 	}
-	return &slot{NetAttachment: att, rec: findLine(inv.record, att.Name, att.Ifname)}
+	return &knownAttachment{NetAttachment: att, rec: findLine(inv.record, att.Name, att.Ifname)}
 }
 
 // orDefault is the teardown's rule for a sandbox of which nothing is
@@ -238,7 +238,7 @@ func (inv *inventory) slotFor(att NetAttachment) *slot {
 // the default network's eth0 (name; none when "") gets a DEL, which is
 // harmless when there is nothing to delete.
 func (inv *inventory) orDefault(name string) {
-	if len(inv.slots) == 0 && len(inv.failures) == 0 && name != "" {
+	if len(inv.known) == 0 && len(inv.failures) == 0 && name != "" {
 		inv.include([]NetAttachment{{Name: name, Ifname: DefaultInterfaceName}})
 	}
 }
@@ -247,12 +247,12 @@ func (inv *inventory) orDefault(name string) {
 // (see [HealPolicy]), in reverse ADD order, each as the inventory knows
 // it: libcni reads a cache entry for them only if the inventory accepted
 // it, as for every other DEL.
-func (inv *inventory) due(now time.Time) []*slot {
-	var out []*slot
+func (inv *inventory) due(now time.Time) []*knownAttachment {
+	var out []*knownAttachment
 	for i := len(inv.record) - 1; i >= 0; i-- {
 		a := inv.record[i]
 		if h := a.Heal; h != nil && !h.GaveUp && !now.Before(h.Next) {
-			out = append(out, inv.slotFor(NetAttachment{Name: a.Network, Ifname: a.IfName}))
+			out = append(out, inv.knownFor(NetAttachment{Name: a.Network, Ifname: a.IfName}))
 		}
 	}
 	return out
@@ -262,16 +262,16 @@ func (inv *inventory) due(now time.Time) []*slot {
 // reports: those recorded at ADD, in ADD order; else the readable cache
 // entries (a pod set up by another library). None means the default
 // network (see [inventory.slotFor]).
-func (inv *inventory) forStatus() []*slot {
+func (inv *inventory) forStatus() []*knownAttachment {
 	if inv.recordErr == nil && len(inv.record) > 0 {
-		out := make([]*slot, 0, len(inv.record))
+		out := make([]*knownAttachment, 0, len(inv.record))
 		for _, a := range inv.record {
-			out = append(out, inv.slotFor(NetAttachment{Name: a.Network, Ifname: a.IfName}))
+			out = append(out, inv.knownFor(NetAttachment{Name: a.Network, Ifname: a.IfName}))
 		}
 		return out
 	}
-	var out []*slot
-	for _, s := range inv.slots {
+	var out []*knownAttachment
+	for _, s := range inv.known {
 		if s.entry != nil {
 			out = append(out, s)
 		}
@@ -279,13 +279,13 @@ func (inv *inventory) forStatus() []*slot {
 	return out
 }
 
-// applyCacheRule sets what p, a plan of the slot's attachment with its
-// config list, may do with the cache: p.file is the slot's cache file,
+// applyCacheRule sets what p, a plan of the known attachment with its
+// config list, may do with the cache: p.file is the attachment's cache file,
 // and p.useCache says whether libcni may read it (see
-// [slot.libcniMayRead]). Every plan that runs DEL or CHECK gets its
+// [knownAttachment.libcniMayRead]). Every plan that runs DEL or CHECK gets its
 // cache rule here, so that libcni reads no entry the inventory did not
 // accept. An accepted entry whose result libcni cannot use is logged.
-func (s *slot) applyCacheRule(p *plan, plog func() *logrus.Entry) {
+func (s *knownAttachment) applyCacheRule(p *plan, plog func() *logrus.Entry) {
 	p.file = s.file()
 	ok, err := s.libcniMayRead(p.list.CNIVersion)
 	if err != nil {
@@ -294,11 +294,11 @@ func (s *slot) applyCacheRule(p *plan, plog func() *logrus.Entry) {
 	p.useCache = ok
 }
 
-// libcniMayRead reports whether libcni may read the slot's cache entry,
+// libcniMayRead reports whether libcni may read the attachment's cache entry,
 // as prevResult and to remove it, for a list at cniVersion: only an entry
 // the inventory accepted, whose result libcni can decode. The error says
 // why an accepted entry's result cannot be used.
-func (s *slot) libcniMayRead(cniVersion string) (bool, error) {
+func (s *knownAttachment) libcniMayRead(cniVersion string) (bool, error) {
 	if s.entry == nil {
 		return false, nil
 	}
@@ -313,7 +313,7 @@ func (s *slot) libcniMayRead(cniVersion string) (bool, error) {
 // order record read again), with what planning read of the record
 // (planned) and what the setup asked for. An unreadable record leaves
 // the other two.
-func (st *store) setupInventory(id string, entries []*cache.Entry, planned []cache.Attachment, asked []NetAttachment,
+func (st *sandboxStore) setupInventory(id string, entries []*cache.Entry, planned []cache.Attachment, asked []NetAttachment,
 	set *networkSet,
 ) *inventory {
 	recorded, err := st.led.ReadRecord(id)
@@ -325,19 +325,19 @@ func (st *store) setupInventory(id string, entries []*cache.Entry, planned []cac
 
 // hasCacheFiles reports whether any cache file of sandbox id is left,
 // readable or corrupt.
-func (st *store) hasCacheFiles(id string) (bool, error) {
+func (st *sandboxStore) hasCacheFiles(id string) (bool, error) {
 	return st.led.HasFiles(id)
 }
 
-// names reports whether a slot or a failure names (network, ifname).
+// names reports whether a known attachment or a failure names (network, ifname).
 func (inv *inventory) names(network, ifname string) bool {
 	return inv.find(network, ifname) != nil || slices.ContainsFunc(inv.failures, func(o Outcome) bool {
 		return o.Network == network && o.IfName == ifname
 	})
 }
 
-func (inv *inventory) find(network, ifname string) *slot {
-	for _, s := range inv.slots {
+func (inv *inventory) find(network, ifname string) *knownAttachment {
+	for _, s := range inv.known {
 		if s.Name == network && s.Ifname == ifname {
 			return s
 		}
@@ -355,7 +355,7 @@ func findLine(record []cache.Attachment, network, ifname string) *cache.Attachme
 	return nil
 }
 
-func warnDuplicateIfnames(slots []*slot, log *logrus.Entry) {
+func warnDuplicateIfnames(slots []*knownAttachment, log *logrus.Entry) {
 	nets := map[string][]string{}
 	for _, s := range slots {
 		nets[s.Ifname] = append(nets[s.Ifname], s.Name)

@@ -24,7 +24,7 @@ var defaultGatePatience = locks.Patience{Idle: time.Second, Hold: 200 * time.Mil
 // runs an operation on the sandbox meanwhile). A GC DEL (try) does not
 // wait for another engine's hold of the sandbox: it gets
 // [locks.ErrBusy].
-func (e *engine) lease(ctx context.Context, id string, try bool) (*podLease, error) {
+func (e *engine) lease(ctx context.Context, id string, try bool) (*podLocks, error) {
 	if err := e.gate.RLock(ctx); err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
@@ -39,12 +39,12 @@ func (e *engine) lease(ctx context.Context, id string, try bool) (*podLease, err
 		e.gate.RUnlock()
 		return nil, err
 	}
-	return &podLease{gate: e.gate, node: node, sandbox: sb}, nil
+	return &podLocks{gate: e.gate, node: node, sandbox: sb}, nil
 }
 
-// podLease is the shared gates and one pod's locks, held together. A
+// podLocks is the shared gates and one pod's locks, held together. A
 // background rollback drops the gates early and keeps the pod's locks.
-type podLease struct {
+type podLocks struct {
 	gate     *locks.Gate
 	node     *locks.FileLock
 	gateOnce sync.Once
@@ -52,7 +52,7 @@ type podLease struct {
 }
 
 // dropGate releases the gates, once.
-func (l *podLease) dropGate() {
+func (l *podLocks) dropGate() {
 	l.gateOnce.Do(func() {
 		l.node.Unlock(false)
 		l.gate.RUnlock()
@@ -61,7 +61,7 @@ func (l *podLease) dropGate() {
 
 // release releases the pod's locks, then the gates if they are still
 // held.
-func (l *podLease) release() {
+func (l *podLocks) release() {
 	l.sandbox.release()
 	l.dropGate()
 }
@@ -86,7 +86,7 @@ func (l *sandboxLock) bind(ctx context.Context) context.Context {
 // lockSandbox takes sandbox id's lock in pods, then its lock file, which
 // holds across engines and processes. With try it returns an error
 // matching [locks.ErrBusy] at once when another engine holds the file.
-func (st *store) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, try bool) (*sandboxLock, error) {
+func (st *sandboxStore) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, try bool) (*sandboxLock, error) {
 	unlock, err := pods.Lock(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
@@ -163,16 +163,4 @@ func (e *engine) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Conte
 		return ctx, nil, nil, err
 	}
 	return l.sandbox.bind(ctx), l.release, e.podLog(pod), nil
-}
-
-func (e *engine) podLog(pod *PodNetwork) *logrus.Entry {
-	return e.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
-}
-
-// debugEnabled reports whether log writes Debug lines. Their fields are
-// built only then: logrus builds an entry's fields whatever the level.
-func debugEnabled(log *logrus.Entry) bool { return log.Logger.IsLevelEnabled(logrus.DebugLevel) }
-
-func planLog(log *logrus.Entry, p *plan, verb string) *logrus.Entry {
-	return log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": verb})
 }

@@ -93,14 +93,18 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, err
 	}
 	e.conf = conf
-	td := &detacher{engine: e}
+	td := &detacher{engine: e, opts: teardownOptions{policy: o.policy, delStopAtCode3: o.delStopAtCode3, heal: o.heal}}
 	e.healer = newHealer(o.heal, e.log, td.retryDELs, func() bool { return e.setups.busy(defaultGCPace.window) })
-	e.store = &store{led: led, heal: o.heal, track: e.healer.track}
+	e.store = &sandboxStore{led: led, heal: o.heal, track: e.healer.track}
 	m := &Manager{
 		e: e, teardown: td,
-		setup:  &attacher{engine: e, detach: td},
-		gc:     &collector{engine: e, detach: td},
-		status: &checker{engine: e},
+		setup: &attacher{engine: e, detach: td, opts: setupOptions{
+			argsAsGiven: o.argsAsGiven, netns: o.netns, rollbackTimeout: o.rollbackTimeout,
+		}},
+		gc: &collector{engine: e, detach: td, opts: gcOptions{
+			binDirs: o.binDirs, gcScope: o.gcScope, configGrace: o.configGrace, gcPace: o.gcPace, gcWorkers: o.gcWorkers,
+		}},
+		status: &checker{engine: e, opts: statusOptions{netns: o.netns}},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := tel.Observe(e.gauges()); err != nil {

@@ -67,11 +67,11 @@ func TestSortForTeardown(t *testing.T) {
 		{Name: "c", Ifname: "eth2"},
 	}
 	recorded := []cache.Attachment{{Network: "a", IfName: "eth0"}, {Network: "b", IfName: "net1"}, {Network: "c", IfName: "eth2"}}
-	slots := make([]*slot, len(keys))
+	slots := make([]*knownAttachment, len(keys))
 	for i, k := range keys {
-		slots[i] = &slot{NetAttachment: k}
+		slots[i] = &knownAttachment{NetAttachment: k}
 	}
-	sortSlotsForTeardown(slots, recorded)
+	sortForTeardown(slots, recorded)
 	keys = keys[:0]
 	for _, s := range slots {
 		keys = append(keys, s.NetAttachment)

@@ -49,7 +49,7 @@ type plan struct {
 // loaded config. netns is the caller's netns path, which wins over the
 // ones stored in the cache entry and the record; stored paths are used
 // only if they pass [usableStoredNetNS]. It never modifies pod.
-func (e *engine) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet, log *logrus.Entry) (*plan, error) {
+func (e *engine) planFor(pod *PodNetwork, netns string, s *knownAttachment, set *networkSet, log *logrus.Entry) (*plan, error) {
 	p := &plan{NetAttachment: s.NetAttachment, id: pod.ID, onDisk: s.onDisk()}
 	if s.corrupt != nil {
 		p.corrupt = s.corrupt
@@ -58,7 +58,7 @@ func (e *engine) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet
 		return log.WithFields(logrus.Fields{"network": s.Name, "ifname": s.Ifname})
 	}
 	if netns == "" {
-		netns = e.slotNetNS(s, plog)
+		netns = e.storedNetNS(s, plog)
 	}
 	if e := s.entry; e != nil {
 		list, policy, err := cachedList(e.Config, s.Name, e.Path, set)
@@ -97,10 +97,10 @@ func (e *engine) planFor(pod *PodNetwork, netns string, s *slot, set *networkSet
 	return p, nil
 }
 
-// slotNetNS returns the netns path stored for an attachment, in its cache
+// storedNetNS returns the netns path stored for an attachment, in its cache
 // entry or else its order record, when a plugin may run in it. A stored
 // path that fails [usableStoredNetNS] is logged, wherever it is stored.
-func (e *engine) slotNetNS(s *slot, plog func() *logrus.Entry) string {
+func (e *engine) storedNetNS(s *knownAttachment, plog func() *logrus.Entry) string {
 	netns, checked := "", ""
 	for _, stored := range []struct{ path, from string }{
 		{entryNetNS(s.entry), "a cache entry"},
@@ -137,7 +137,7 @@ func recNetNS(a *cache.Attachment) string {
 
 // savedList returns the config saved with the attachment's order record,
 // or nil when there is none or it cannot be used (logged).
-func (e *engine) savedList(id string, s *slot, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
+func (e *engine) savedList(id string, s *knownAttachment, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
 	if s.rec == nil || s.rec.Config == "" {
 		return nil, ""
 	}

@@ -20,8 +20,8 @@ import (
 // (see the package doc, "Cache layout"): it alone writes, removes and
 // lists them, through the ledger. Every writer computes the next record
 // with [nextRecord] (below) and commits it, with the cache
-// entries it drops, with [store.commit]; every listing is
-// [store.scanRecords].
+// entries it drops, with [sandboxStore.commit]; every listing is
+// [sandboxStore.scanRecords].
 
 // commit makes ch sandbox id's next state, whole or not at all (see
 // [ledger.Ledger.Commit]): its record, the cache entries it drops, the
@@ -30,7 +30,7 @@ import (
 // removes it. The healer learns what the record leaves pending, with
 // ctx's span as the operation that left it (see [healer.track]), and a
 // retry left pending is marked for the other engines to adopt.
-func (st *store) commit(ctx context.Context, id string, ch ledger.Change, log *logrus.Entry) error {
+func (st *sandboxStore) commit(ctx context.Context, id string, ch ledger.Change, log *logrus.Entry) error {
 	leftover, err := st.led.Commit(id, ch)
 	if err != nil {
 		return err
@@ -58,10 +58,10 @@ func (st *store) commit(ctx context.Context, id string, ch ledger.Change, log *l
 // or an unreadable one, which is replaced).
 //
 // When a step fails (a full disk, an I/O error), it takes back what it
-// wrote before it returns (see [store.undoSetup]), so that a setup that
+// wrote before it returns (see [sandboxStore.undoSetup]), so that a setup that
 // attached nothing leaves nothing, and what an earlier record of the
 // sandbox, or another sandbox's, still uses stays.
-func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) ([]cache.Attachment, error) {
+func (st *sandboxStore) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan, old []cache.Attachment, log *logrus.Entry) ([]cache.Attachment, error) {
 	added := make([]cache.Attachment, 0, len(plans))
 	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
@@ -80,10 +80,10 @@ func (st *store) recordSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 }
 
 // undoSetup takes back the saved configs' links and copies that a failed
-// [store.recordSetup] made (the record is as it was: see
+// [sandboxStore.recordSetup] made (the record is as it was: see
 // [ledger.Ledger.Commit]), and returns cause, joined with the failures of
 // the undo.
-func (st *store) undoSetup(saves []cache.ConfigSave, cause error) error {
+func (st *sandboxStore) undoSetup(saves []cache.ConfigSave, cause error) error {
 	errs := []error{cause}
 	for _, s := range saves {
 		if err := st.led.UndoSaveConfig(s); err != nil {
@@ -99,7 +99,7 @@ func (st *store) undoSetup(saves []cache.ConfigSave, cause error) error {
 // forget adds lines to the sandbox's order record, as read into inv,
 // and drops its cache files, in one commit; an unreadable record is
 // replaced.
-func (st *store) forget(ctx context.Context, id string, inv *inventory, lines []cache.Attachment, files []ledger.Entry, log *logrus.Entry) error {
+func (st *sandboxStore) forget(ctx context.Context, id string, inv *inventory, lines []cache.Attachment, files []ledger.Entry, log *logrus.Entry) error {
 	old := inv.record
 	if inv.recordErr != nil {
 		log.WithError(inv.recordErr).Warn("Replacing an unreadable attachment order record")
@@ -111,7 +111,7 @@ func (st *store) forget(ctx context.Context, id string, inv *inventory, lines []
 }
 
 // settlement is what the DELs of one operation on a sandbox (a
-// teardown, a rollback, GC or a heal retry) leave to [store.settle].
+// teardown, a rollback, GC or a heal retry) leave to [sandboxStore.settle].
 type settlement struct {
 	// recorded and rerr are the record as read under the sandbox's lock
 	// before the DELs, and why it could not be read.
@@ -136,7 +136,7 @@ type settlement struct {
 // failed attachments otherwise. Failures to commit are logged: the
 // record and the entries then stay as they were, which costs at most a
 // harmless repeated DEL.
-func (st *store) settle(ctx context.Context, id string, s settlement, log *logrus.Entry) {
+func (st *sandboxStore) settle(ctx context.Context, id string, s settlement, log *logrus.Entry) {
 	change := recordChange{never: s.never, outcomes: s.outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
 		return st.lineFor(s.plans, o, log)
 	}}
@@ -181,7 +181,7 @@ func entriesToDrop(plans []*plan, outcomes []Outcome) []ledger.Entry {
 
 // lineFor builds the record line of a failed attachment that only its
 // cache entry knew, saving the config its DEL ran with.
-func (st *store) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Attachment, bool) {
+func (st *sandboxStore) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Attachment, bool) {
 	line := cache.Attachment{Network: o.Network, IfName: o.IfName}
 	i := slices.IndexFunc(plans, func(p *plan) bool { return p.Name == o.Network && p.Ifname == o.IfName })
 	if i < 0 || plans[i].list == nil {
@@ -201,10 +201,10 @@ func (st *store) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (cache.Att
 }
 
 // pruneStaleRecord settles a stale container after GC's DELs, from
-// the record as read under the container's lock (see [store.settle]).
+// the record as read under the container's lock (see [sandboxStore.settle]).
 // An unreadable record goes once no cache entry of the container is
 // left, readable or corrupt.
-func (st *store) pruneStaleRecord(ctx context.Context, id string, s settlement, log *logrus.Entry) {
+func (st *sandboxStore) pruneStaleRecord(ctx context.Context, id string, s settlement, log *logrus.Entry) {
 	if s.rerr == nil || slices.ContainsFunc(s.outcomes, Outcome.Failure) {
 		st.settle(ctx, id, s, log)
 		return
@@ -226,7 +226,9 @@ func (st *store) pruneStaleRecord(ctx context.Context, id string, s settlement, 
 
 // readRecord reads sandbox id's order record, for a caller that holds
 // its lock and needs the record as it is now (GC, before it prunes).
-func (st *store) readRecord(id string) ([]cache.Attachment, error) { return st.led.ReadRecord(id) }
+func (st *sandboxStore) readRecord(id string) ([]cache.Attachment, error) {
+	return st.led.ReadRecord(id)
+}
 
 // records holds every attachment order record, read by one scan (see
 // [ledger.Ledger.ScanRecords]).
@@ -235,7 +237,7 @@ type records = ledger.Records
 // scanRecords reads every order record and lists the saved configs with
 // them: the one scan behind [Manager.PendingTeardowns], the healer's
 // resume at start, and GC.
-func (st *store) scanRecords() (*records, error) { return st.led.ScanRecords() }
+func (st *sandboxStore) scanRecords() (*records, error) { return st.led.ScanRecords() }
 
 // PendingTeardown is an attachment whose DEL failed and that the manager
 // retries in the background (see [HealPolicy]), or gave up retrying.
@@ -254,7 +256,7 @@ type PendingTeardown struct {
 	GaveUp bool
 }
 
-func (st *store) pendingTeardowns() ([]PendingTeardown, error) {
+func (st *sandboxStore) pendingTeardowns() ([]PendingTeardown, error) {
 	recs, err := st.scanRecords()
 	if err != nil {
 		return nil, err
@@ -285,12 +287,12 @@ func pendingOf(id string, a cache.Attachment) (PendingTeardown, bool) {
 
 // retriesMarked is when a record last came to leave a DEL retry pending,
 // in any engine or process (see [ledger.Ledger.RetriesMarked]).
-func (st *store) retriesMarked() time.Time { return st.led.RetriesMarked() }
+func (st *sandboxStore) retriesMarked() time.Time { return st.led.RetriesMarked() }
 
 // pendingRetries returns, by sandbox, what its order record leaves for
 // healing: what the healer resumes at start. Unreadable records are left
 // to GC, which reports them.
-func (st *store) pendingRetries(log *logrus.Entry) map[string]healState {
+func (st *sandboxStore) pendingRetries(log *logrus.Entry) map[string]healState {
 	recs, err := st.scanRecords()
 	if err != nil {
 		log.WithError(err).Warn("Cannot list attachment order records; pending DEL retries resume at the next teardown or GC")

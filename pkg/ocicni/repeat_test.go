@@ -49,45 +49,45 @@ func TestLiveAttachmentRule(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		slot slot
+		slot knownAttachment
 		live bool
 		diff string // "" when identical; checked only when live
 	}{
-		{name: "recorded before ADD, never cached", slot: slot{rec: line(nil)}},
-		{name: "cached but a DEL failed since", slot: slot{entry: entry(nil), rec: line(func(a *cache.Attachment) {
+		{name: "recorded before ADD, never cached", slot: knownAttachment{rec: line(nil)}},
+		{name: "cached but a DEL failed since", slot: knownAttachment{entry: entry(nil), rec: line(func(a *cache.Attachment) {
 			a.Heal = &cache.Heal{Attempts: 1, Since: time.Now()}
 		})}},
-		{name: "corrupt entry", slot: slot{corrupt: &cache.EntryError{Network: "net", IfName: "eth0"}, rec: line(nil)}},
-		{name: "identical", slot: slot{entry: entry(nil), rec: line(nil)}, live: true},
-		{name: "cached by another library, no record", slot: slot{entry: entry(nil)}, live: true},
-		{name: "netns only in the record", slot: slot{entry: entry(func(e *cache.Entry) { e.NetNS = "" }), rec: line(nil)}, live: true},
+		{name: "corrupt entry", slot: knownAttachment{corrupt: &cache.EntryError{Network: "net", IfName: "eth0"}, rec: line(nil)}},
+		{name: "identical", slot: knownAttachment{entry: entry(nil), rec: line(nil)}, live: true},
+		{name: "cached by another library, no record", slot: knownAttachment{entry: entry(nil)}, live: true},
+		{name: "netns only in the record", slot: knownAttachment{entry: entry(func(e *cache.Entry) { e.NetNS = "" }), rec: line(nil)}, live: true},
 		{
 			name: "config changed", live: true, diff: "its config differs from the loaded one",
-			slot: slot{entry: entry(func(e *cache.Entry) { e.Config = []byte(`{"name":"net"}`) }), rec: line(nil)},
+			slot: knownAttachment{entry: entry(func(e *cache.Entry) { e.Config = []byte(`{"name":"net"}`) }), rec: line(nil)},
 		},
 		{
 			name: "saved config differs", live: true, diff: "its config differs from the loaded one",
-			slot: slot{entry: entry(nil), rec: line(func(a *cache.Attachment) { a.Config = cache.ConfigDigest([]byte("x")) })},
+			slot: knownAttachment{entry: entry(nil), rec: line(func(a *cache.Attachment) { a.Config = cache.ConfigDigest([]byte("x")) })},
 		},
 		{
 			name: "another netns", live: true, diff: "lives in netns /run/netns/b",
-			slot: slot{entry: entry(func(e *cache.Entry) { e.NetNS = "/run/netns/b" })},
+			slot: knownAttachment{entry: entry(func(e *cache.Entry) { e.NetNS = "/run/netns/b" })},
 		},
 		{
 			name: "record names another netns", live: true, diff: "lives in netns /run/netns/a",
-			slot: slot{entry: entry(nil), rec: line(func(a *cache.Attachment) { a.NetNS = "/run/netns/b" })},
+			slot: knownAttachment{entry: entry(nil), rec: line(func(a *cache.Attachment) { a.NetNS = "/run/netns/b" })},
 		},
 		{
 			name: "netns unknown", live: true, diff: "its netns is not known",
-			slot: slot{entry: entry(func(e *cache.Entry) { e.NetNS = "" })},
+			slot: knownAttachment{entry: entry(func(e *cache.Entry) { e.NetNS = "" })},
 		},
 		{
 			name: "other CNI_ARGS", live: true, diff: "its CNI_ARGS differ",
-			slot: slot{entry: entry(func(e *cache.Entry) { e.CNIArgs = [][2]string{{"K8S_POD_NAME", "db"}} })},
+			slot: knownAttachment{entry: entry(func(e *cache.Entry) { e.CNIArgs = [][2]string{{"K8S_POD_NAME", "db"}} })},
 		},
 		{
 			name: "other capabilities", live: true, diff: "its runtime config differs",
-			slot: slot{entry: entry(func(e *cache.Entry) { e.CapabilityArgs = nil })},
+			slot: knownAttachment{entry: entry(func(e *cache.Entry) { e.CapabilityArgs = nil })},
 		},
 	}
 	for _, tc := range tests {

@@ -16,7 +16,15 @@ import (
 )
 
 // checker answers CHECK and STATUS (status.go).
-type checker struct{ *engine }
+type checker struct {
+	*engine
+	opts statusOptions
+}
+
+// statusOptions are the options a status check reads.
+type statusOptions struct {
+	netns NetNSOps // checks lo
+}
 
 // podStatus is [Manager.GetPodNetworkStatusWithContext]: see there.
 func (ck *checker) podStatus(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
@@ -35,7 +43,7 @@ func (ck *checker) podStatus(ctx context.Context, pod PodNetwork) (_ []NetResult
 		return nil, fmt.Errorf("ocicni: checking lo in %s: %w", pod.NetNS, err)
 	}
 	set := ck.snapshot()
-	slots, err := ck.statusSlots(&pod, set, log)
+	slots, err := ck.statusAttachments(&pod, set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +72,10 @@ func (ck *checker) podStatus(ctx context.Context, pod PodNetwork) (_ []NetResult
 	return results, nil
 }
 
-// statusSlots picks the attachments to report from the pod's inventory:
+// statusAttachments picks the attachments to report from the pod's inventory:
 // the requested ones; else those of [inventory.forStatus]; else the
 // default network.
-func (ck *checker) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Entry) ([]*slot, error) {
+func (ck *checker) statusAttachments(pod *PodNetwork, set *networkSet, log *logrus.Entry) ([]*knownAttachment, error) {
 	var requested []NetAttachment
 	if len(pod.Networks) > 0 {
 		atts, err := assignIfnames(pod.Networks, "")
@@ -78,7 +86,7 @@ func (ck *checker) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Ent
 	}
 	inv := ck.store.takeInventory(pod.ID, requested, set, log)
 	if requested != nil {
-		return inv.slots, nil
+		return inv.known, nil
 	}
 	// A listing failure, like a corrupt entry, leaves the default network:
 	// status then reports what the netns holds.
@@ -89,7 +97,7 @@ func (ck *checker) statusSlots(pod *PodNetwork, set *networkSet, log *logrus.Ent
 	if err != nil {
 		return nil, ck.explainDefault(err, set)
 	}
-	return []*slot{inv.slotFor(atts[0])}, nil
+	return []*knownAttachment{inv.knownFor(atts[0])}, nil
 }
 
 // checkOne returns the attachment's cached result, after CHECK where the

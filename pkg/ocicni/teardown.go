@@ -24,7 +24,17 @@ type deleter interface {
 
 // detacher tears pods down, forgets their cache files and retries failed
 // DELs for the healer (teardown.go, forget.go).
-type detacher struct{ *engine }
+type detacher struct {
+	*engine
+	opts teardownOptions
+}
+
+// teardownOptions are the options a teardown reads.
+type teardownOptions struct {
+	policy         TeardownPolicy // the default; a network's config may override it
+	delStopAtCode3 bool           // see WithDELStopAtUnknownContainer
+	heal           HealPolicy     // a DEL retry's timeout
+}
 
 // tearDown is [Manager.TearDownPodOutcomes]: see there.
 func (d *detacher) tearDown(ctx context.Context, pod PodNetwork) (_ []Outcome, err error) {
@@ -87,10 +97,10 @@ func (d *detacher) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory
 	}
 	if requested == nil {
 		inv.orDefault(set.DefaultName())
-		sortSlotsForTeardown(inv.slots, inv.record)
+		sortForTeardown(inv.known, inv.record)
 	}
-	plans := make([]*plan, 0, len(inv.slots))
-	for _, s := range inv.slots {
+	plans := make([]*plan, 0, len(inv.known))
+	for _, s := range inv.known {
 		p, err := d.planFor(pod, pod.NetNS, s, set, log)
 		if err != nil {
 			return nil, nil, err
@@ -281,12 +291,12 @@ func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, e
 	return outcomes, nil
 }
 
-// sortSlotsForTeardown orders slots for DEL: those missing from the
+// sortForTeardown orders known attachments for DEL: those missing from the
 // recorded ADD order first, by network then ifname descending, then the
 // recorded ones in reverse ADD order.
-func sortSlotsForTeardown(slots []*slot, recorded []cache.Attachment) {
+func sortForTeardown(slots []*knownAttachment, recorded []cache.Attachment) {
 	cmp := teardownOrder(recorded)
-	slices.SortStableFunc(slots, func(a, b *slot) int { return cmp(a.NetAttachment, b.NetAttachment) })
+	slices.SortStableFunc(slots, func(a, b *knownAttachment) int { return cmp(a.NetAttachment, b.NetAttachment) })
 }
 
 func teardownOrder(recorded []cache.Attachment) func(a, b NetAttachment) int {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/sirupsen/logrus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -85,4 +86,18 @@ func (e *engine) countDELFailures(ctx context.Context, outcomes []Outcome, why s
 			e.tel.DELFailed(ctx, o.Network, why, o.Class.String())
 		}
 	}
+}
+
+// The log fields of pod operations follow.
+
+func (e *engine) podLog(pod *PodNetwork) *logrus.Entry {
+	return e.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "sandbox": pod.ID})
+}
+
+// debugEnabled reports whether log writes Debug lines. Their fields are
+// built only then: logrus builds an entry's fields whatever the level.
+func debugEnabled(log *logrus.Entry) bool { return log.Logger.IsLevelEnabled(logrus.DebugLevel) }
+
+func planLog(log *logrus.Entry, p *plan, verb string) *logrus.Entry {
+	return log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": verb})
 }
