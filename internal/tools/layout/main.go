@@ -27,6 +27,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,31 +36,47 @@ import (
 )
 
 func main() {
-	pkgPath := flag.String("pkg", "./pkg/ocicni", "the package to measure")
-	typeName := flag.String("type", "Manager", "the type whose methods are counted")
-	from := flag.String("from", "TearDownPodWithContext", "the method of -type the teardown walk starts at")
-	verbose := flag.Bool("v", false, "print the walk's stops and the calls between files")
+	var c config
+	flag.StringVar(&c.pkg, "pkg", "./pkg/ocicni", "the package to measure")
+	flag.StringVar(&c.typeName, "type", "Manager", "the type whose methods are counted")
+	flag.StringVar(&c.from, "from", "TearDownPodWithContext", "the method of -type the teardown walk starts at")
+	flag.BoolVar(&c.verbose, "v", false, "print the walk's stops and the calls between files")
 	flag.BoolVar(&structured, "structured", true, "follow only values of the pod that are not strings, numbers or booleans (the pod, its plans, its inventory), not its ID or names alone")
 	flag.StringVar(&within, "within", "pkg/", "count only the stops whose files are under this prefix of the module")
 	flag.Parse()
-
-	l, err := newLoader()
-	if err != nil {
+	if err := run(".", c); err != nil {
 		fmt.Fprintln(os.Stderr, "layout:", err)
 		os.Exit(1)
 	}
-	path := l.module + "/" + strings.TrimPrefix(filepath.ToSlash(filepath.Clean(*pkgPath)), "./")
+}
+
+// config is what the flags choose.
+type config struct {
+	pkg, typeName, from string
+	verbose             bool
+}
+
+// out is where the measures are printed.
+var out io.Writer = os.Stdout
+
+// run prints the measures of the module in dir.
+func run(dir string, c config) error {
+	l, err := newLoader(dir)
+	if err != nil {
+		return err
+	}
+	path := l.module + "/" + strings.TrimPrefix(filepath.ToSlash(filepath.Clean(c.pkg)), "./")
 	p, err := l.load(path)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "layout:", err)
-		os.Exit(1)
+		return err
 	}
 	l.loadAll()
 
 	files(l, p)
-	methods(l, p, *typeName)
-	pairs(l, p, *verbose)
-	walk(l, p, *typeName, *from, *verbose)
+	methods(l, p, c.typeName)
+	pairs(l, p, c.verbose)
+	walk(l, p, c.typeName, c.from, c.verbose)
+	return nil
 }
 
 // pkg is one package of the module, parsed and type-checked.
@@ -80,15 +97,19 @@ type loader struct {
 	other  types.Importer
 }
 
-func newLoader() (*loader, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Dir}}").Output()
+func newLoader(in string) (*loader, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Dir}}")
+	cmd.Dir = in
+	listed, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list -m: %w", err)
 	}
-	mod, dir, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	mod, dir, _ := strings.Cut(strings.TrimSpace(string(listed)), " ")
 	fset := token.NewFileSet()
-	return &loader{module: mod, root: dir, fset: fset, pkgs: map[string]*pkg{},
-		other: importer.ForCompiler(fset, "source", nil)}, nil
+	return &loader{
+		module: mod, root: dir, fset: fset, pkgs: map[string]*pkg{},
+		other: importer.ForCompiler(fset, "source", nil),
+	}, nil
 }
 
 func (l *loader) Import(path string) (*types.Package, error) {
@@ -194,13 +215,13 @@ func files(l *loader, p *pkg) {
 	for _, f := range p.files {
 		lines += l.fset.File(f.Pos()).LineCount()
 	}
-	fmt.Printf("files: %d non-test files, %d lines in %s\n", len(p.files), lines, p.path)
+	fmt.Fprintf(out, "files: %d non-test files, %d lines in %s\n", len(p.files), lines, p.path)
 }
 
 func methods(l *loader, p *pkg, typeName string) {
 	obj := p.types.Scope().Lookup(typeName)
 	if obj == nil {
-		fmt.Printf("methods: no type %s\n", typeName)
+		fmt.Fprintf(out, "methods: no type %s\n", typeName)
 		return
 	}
 	named := obj.Type().(*types.Named)
@@ -213,7 +234,7 @@ func methods(l *loader, p *pkg, typeName string) {
 		parts = append(parts, fmt.Sprintf("%s %d", f, n))
 	}
 	sort.Strings(parts)
-	fmt.Printf("methods: %s has %d methods in %d files (%s)\n", typeName, named.NumMethods(), len(byFile), strings.Join(parts, ", "))
+	fmt.Fprintf(out, "methods: %s has %d methods in %d files (%s)\n", typeName, named.NumMethods(), len(byFile), strings.Join(parts, ", "))
 }
 
 // callee resolves a call's function, or nil.
@@ -260,18 +281,18 @@ func pairs(l *loader, p *pkg, verbose bool) {
 		}
 	}
 	sort.Strings(both)
-	fmt.Printf("pairs: %d pairs of files call each other both ways", len(both))
+	fmt.Fprintf(out, "pairs: %d pairs of files call each other both ways", len(both))
 	if len(both) > 0 {
-		fmt.Printf(": %s", strings.Join(both, ", "))
+		fmt.Fprintf(out, ": %s", strings.Join(both, ", "))
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	if verbose {
 		var all []string
 		for e, n := range edges {
 			all = append(all, fmt.Sprintf("  %s -> %s (%d)", e[0], e[1], n))
 		}
 		sort.Strings(all)
-		fmt.Println(strings.Join(all, "\n"))
+		fmt.Fprintln(out, strings.Join(all, "\n"))
 	}
 }
 
@@ -336,6 +357,14 @@ type stop struct {
 	file string
 }
 
+// walker follows a call tree from one function through the calls that
+// pass a marked value on.
+type walker struct {
+	l     *loader
+	seen  map[*types.Func]bool
+	stops []stop
+}
+
 func walk(l *loader, p *pkg, typeName, from string, verbose bool) {
 	obj := p.types.Scope().Lookup(typeName)
 	if obj == nil {
@@ -344,112 +373,123 @@ func walk(l *loader, p *pkg, typeName, from string, verbose bool) {
 	m, _, _ := types.LookupFieldOrMethod(types.NewPointer(obj.Type()), true, p.types, from)
 	start, ok := m.(*types.Func)
 	if !ok {
-		fmt.Printf("walk: no method %s.%s\n", typeName, from)
+		fmt.Fprintf(out, "walk: no method %s.%s\n", typeName, from)
 		return
 	}
 	fd, sp := l.decl(start)
-	seen := map[*types.Func]bool{start: true}
-	stops := []stop{{start.FullName(), l.fileOf(start.Pos())}}
+	w := &walker{l: l, seen: map[*types.Func]bool{start: true}}
+	w.stops = append(w.stops, stop{start.FullName(), l.fileOf(start.Pos())})
 	tainted := map[types.Object]bool{}
 	for _, field := range fd.Type.Params.List {
 		for _, name := range field.Names {
 			tainted[sp.info.Defs[name]] = true
 		}
 	}
-	var visit func(fd *ast.FuncDecl, p *pkg, tainted map[types.Object]bool)
-	visit = func(fd *ast.FuncDecl, p *pkg, tainted map[types.Object]bool) {
-		if fd.Body == nil {
-			return
-		}
-		spread(p.info, fd.Body, tainted)
-		ast.Inspect(fd.Body, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			fn := callee(p.info, call)
-			if fn == nil || fn.Pkg() == nil || !strings.HasPrefix(fn.Pkg().Path(), l.module) {
-				return true
-			}
-			recvTainted := false
-			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok && p.info.Selections[sel] != nil {
-				recvTainted = mentions(p.info, sel.X, tainted)
-			}
-			var argTainted []bool
-			anyArg := false
-			for _, a := range call.Args {
-				t := mentions(p.info, a, tainted)
-				argTainted = append(argTainted, t)
-				anyArg = anyArg || t
-			}
-			if !recvTainted && !anyArg {
-				return true
-			}
-			targets := []*types.Func{fn}
-			if impls := l.implementations(fn); impls != nil {
-				targets = impls
-			}
-			for _, t := range targets {
-				t = t.Origin()
-				if seen[t] {
-					continue
-				}
-				cd, cp := l.decl(t)
-				if cd == nil {
-					continue
-				}
-				seen[t] = true
-				stops = append(stops, stop{t.FullName(), l.fileOf(t.Pos())})
-				inner := map[types.Object]bool{}
-				if recvTainted && cd.Recv != nil {
-					for _, name := range cd.Recv.List[0].Names {
-						inner[cp.info.Defs[name]] = true
-					}
-				}
-				i := 0
-				for _, field := range cd.Type.Params.List {
-					names := field.Names
-					if len(names) == 0 {
-						i++
-						continue
-					}
-					for _, name := range names {
-						if i < len(argTainted) && argTainted[i] || i >= len(argTainted) && anyArg {
-							inner[cp.info.Defs[name]] = true
-						}
-						i++
-					}
-				}
-				visit(cd, cp, inner)
-			}
-			return true
-		})
-	}
-	visit(fd, sp, tainted)
-
-	fileSet := map[string]bool{}
-	returns := 0
-	prev := ""
-	kept := stops[:0]
-	for _, s := range stops {
-		if strings.HasPrefix(s.file, within) {
-			kept = append(kept, s)
-		}
-	}
-	stops = kept
-	for _, s := range stops {
-		if s.file != prev && fileSet[s.file] {
-			returns++
-		}
-		fileSet[s.file] = true
-		prev = s.file
-	}
-	fmt.Printf("walk: from %s.%s, %d stops in %d files, %d returns to a file it had left\n", typeName, from, len(stops), len(fileSet), returns)
+	w.visit(fd, sp, tainted)
+	stops, files, returns := count(w.stops)
+	fmt.Fprintf(out, "walk: from %s.%s, %d stops in %d files, %d returns to a file it had left\n", typeName, from, len(stops), files, returns)
 	if verbose {
 		for _, s := range stops {
-			fmt.Printf("  %-40s %s\n", s.file, s.name)
+			fmt.Fprintf(out, "  %-40s %s\n", s.file, s.name)
 		}
 	}
+}
+
+// count keeps the stops under -within and counts their files and the
+// returns to a file the walk had left.
+func count(all []stop) (stops []stop, files, returns int) {
+	seen := map[string]bool{}
+	prev := ""
+	for _, s := range all {
+		if !strings.HasPrefix(s.file, within) {
+			continue
+		}
+		stops = append(stops, s)
+		if s.file != prev && seen[s.file] {
+			returns++
+		}
+		seen[s.file] = true
+		prev = s.file
+	}
+	return stops, len(seen), returns
+}
+
+// visit walks fd's body with the variables in tainted marked.
+func (w *walker) visit(fd *ast.FuncDecl, p *pkg, tainted map[types.Object]bool) {
+	if fd.Body == nil {
+		return
+	}
+	spread(p.info, fd.Body, tainted)
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			w.follow(call, p, tainted)
+		}
+		return true
+	})
+}
+
+// follow goes into the module's functions that call may reach, when it
+// passes a marked value on as an argument or the receiver.
+func (w *walker) follow(call *ast.CallExpr, p *pkg, tainted map[types.Object]bool) {
+	fn := callee(p.info, call)
+	if fn == nil || fn.Pkg() == nil || !strings.HasPrefix(fn.Pkg().Path(), w.l.module) {
+		return
+	}
+	recvTainted := false
+	if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok && p.info.Selections[sel] != nil {
+		recvTainted = mentions(p.info, sel.X, tainted)
+	}
+	argTainted := make([]bool, len(call.Args))
+	anyArg := false
+	for i, a := range call.Args {
+		argTainted[i] = mentions(p.info, a, tainted)
+		anyArg = anyArg || argTainted[i]
+	}
+	if !recvTainted && !anyArg {
+		return
+	}
+	targets := []*types.Func{fn}
+	if impls := w.l.implementations(fn); impls != nil {
+		targets = impls
+	}
+	for _, t := range targets {
+		t = t.Origin()
+		if w.seen[t] {
+			continue
+		}
+		cd, cp := w.l.decl(t)
+		if cd == nil {
+			continue
+		}
+		w.seen[t] = true
+		w.stops = append(w.stops, stop{t.FullName(), w.l.fileOf(t.Pos())})
+		w.visit(cd, cp, calleeMarks(cd, cp, recvTainted, argTainted, anyArg))
+	}
+}
+
+// calleeMarks returns the callee's receiver and parameters that receive a
+// marked value; a variadic tail is marked when any argument is.
+func calleeMarks(cd *ast.FuncDecl, cp *pkg, recvTainted bool, argTainted []bool, anyArg bool) map[types.Object]bool {
+	inner := map[types.Object]bool{}
+	if recvTainted && cd.Recv != nil {
+		for _, name := range cd.Recv.List[0].Names {
+			inner[cp.info.Defs[name]] = true
+		}
+	}
+	i := 0
+	for _, field := range cd.Type.Params.List {
+		if len(field.Names) == 0 {
+			i++
+			continue
+		}
+		for _, name := range field.Names {
+			if i < len(argTainted) && argTainted[i] || i >= len(argTainted) && anyArg {
+				inner[cp.info.Defs[name]] = true
+			}
+			i++
+		}
+	}
+	return inner
 }
 
 // spread marks every variable assigned from an expression that mentions
@@ -457,64 +497,72 @@ func walk(l *loader, p *pkg, typeName, from string, verbose bool) {
 func spread(info *types.Info, body *ast.BlockStmt, tainted map[types.Object]bool) {
 	for changed := true; changed; {
 		changed = false
-		mark := func(lhs ast.Expr) {
-			for {
-				switch e := lhs.(type) {
-				case *ast.SelectorExpr:
-					lhs = e.X
-					continue
-				case *ast.IndexExpr:
-					lhs = e.X
-					continue
-				case *ast.StarExpr:
-					lhs = e.X
-					continue
-				}
-				break
-			}
-			if id, ok := lhs.(*ast.Ident); ok {
-				obj := info.Defs[id]
-				if obj == nil {
-					obj = info.Uses[id]
-				}
-				if obj != nil && !tainted[obj] {
+		ast.Inspect(body, func(n ast.Node) bool {
+			for _, lhs := range assignedFromMarked(info, n, tainted) {
+				if obj := root(info, lhs); obj != nil && !tainted[obj] {
 					tainted[obj] = true
 					changed = true
 				}
 			}
-		}
-		ast.Inspect(body, func(n ast.Node) bool {
-			switch s := n.(type) {
-			case *ast.AssignStmt:
-				for _, r := range s.Rhs {
-					if mentions(info, r, tainted) {
-						for _, lhs := range s.Lhs {
-							mark(lhs)
-						}
-						break
-					}
-				}
-			case *ast.ValueSpec:
-				for _, r := range s.Values {
-					if mentions(info, r, tainted) {
-						for _, lhs := range s.Names {
-							mark(lhs)
-						}
-						break
-					}
-				}
-			case *ast.RangeStmt:
-				if mentions(info, s.X, tainted) {
-					if s.Key != nil {
-						mark(s.Key)
-					}
-					if s.Value != nil {
-						mark(s.Value)
-					}
-				}
-			}
 			return true
 		})
+	}
+}
+
+// assignedFromMarked returns what node n assigns from an expression that
+// mentions a marked variable.
+func assignedFromMarked(info *types.Info, n ast.Node, tainted map[types.Object]bool) []ast.Expr {
+	switch s := n.(type) {
+	case *ast.AssignStmt:
+		for _, r := range s.Rhs {
+			if mentions(info, r, tainted) {
+				return s.Lhs
+			}
+		}
+	case *ast.ValueSpec:
+		for _, r := range s.Values {
+			if mentions(info, r, tainted) {
+				out := make([]ast.Expr, len(s.Names))
+				for i, name := range s.Names {
+					out[i] = name
+				}
+				return out
+			}
+		}
+	case *ast.RangeStmt:
+		if mentions(info, s.X, tainted) {
+			var out []ast.Expr
+			if s.Key != nil {
+				out = append(out, s.Key)
+			}
+			if s.Value != nil {
+				out = append(out, s.Value)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// root returns the variable an assignment's left side writes to: x for
+// x, x.f, x[i] and *x.
+func root(info *types.Info, lhs ast.Expr) types.Object {
+	for {
+		switch e := lhs.(type) {
+		case *ast.SelectorExpr:
+			lhs = e.X
+		case *ast.IndexExpr:
+			lhs = e.X
+		case *ast.StarExpr:
+			lhs = e.X
+		case *ast.Ident:
+			if obj := info.Defs[e]; obj != nil {
+				return obj
+			}
+			return info.Uses[e]
+		default:
+			return nil
+		}
 	}
 }
 
