@@ -35,23 +35,6 @@ type knownAttachment struct {
 	rec     *cache.Attachment // its line in the order record (saved config, netns, heal state), or nil
 }
 
-// onDisk reports whether anything on disk names the attachment, so that it
-// may exist: having no config to delete it with is then a failure
-// ([Orphaned]), not a warning.
-func (s *knownAttachment) onDisk() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
-
-// file returns the path of the attachment's cache file, readable or corrupt,
-// or "".
-func (s *knownAttachment) file() string {
-	switch {
-	case s.entry != nil:
-		return s.entry.Path
-	case s.corrupt != nil:
-		return s.corrupt.Path
-	}
-	return ""
-}
-
 // inventory is what is known of one sandbox's attachments: the networks a
 // request names, the libcni cache entries, and the order record with its
 // saved configs and pending heals. It is the one answer to "which
@@ -277,35 +260,6 @@ func (inv *inventory) forStatus() []*knownAttachment {
 		}
 	}
 	return out
-}
-
-// applyCacheRule sets what p, a plan of the known attachment with its
-// config list, may do with the cache: p.file is the attachment's cache file,
-// and p.useCache says whether libcni may read it (see
-// [knownAttachment.libcniMayRead]). Every plan that runs DEL or CHECK gets its
-// cache rule here, so that libcni reads no entry the inventory did not
-// accept. An accepted entry whose result libcni cannot use is logged.
-func (s *knownAttachment) applyCacheRule(p *plan, plog func() *logrus.Entry) {
-	p.file = s.file()
-	ok, err := s.libcniMayRead(p.list.CNIVersion)
-	if err != nil {
-		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
-	}
-	p.useCache = ok
-}
-
-// libcniMayRead reports whether libcni may read the attachment's cache entry,
-// as prevResult and to remove it, for a list at cniVersion: only an entry
-// the inventory accepted, whose result libcni can decode. The error says
-// why an accepted entry's result cannot be used.
-func (s *knownAttachment) libcniMayRead(cniVersion string) (bool, error) {
-	if s.entry == nil {
-		return false, nil
-	}
-	if err := s.entry.CheckLibcniResult(cniVersion); err != nil {
-		return false, err
-	}
-	return true, nil
 }
 
 // setupInventory is what GC keeps of sandbox id, whose setup overlapped

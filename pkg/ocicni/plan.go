@@ -194,3 +194,96 @@ func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
 	}
 	return list, nil
 }
+
+// assignIfnames returns the attachments to make: the requested ones, or
+// the default network alone. Requested interface names are kept; the others
+// get eth0, eth1, ... skipping names already taken. A duplicate requested
+// name is an error.
+func assignIfnames(requested []NetAttachment, defaultNet string) ([]NetAttachment, error) {
+	atts := make([]NetAttachment, 0, max(len(requested), 1))
+	if len(requested) == 0 {
+		if defaultNet == "" {
+			return nil, ErrNoDefaultNetwork
+		}
+		atts = append(atts, NetAttachment{Name: defaultNet})
+	} else {
+		atts = append(atts, requested...)
+	}
+	taken := make(map[string]bool, len(atts))
+	for _, a := range atts {
+		if err := checkNetworkName(a.Name); err != nil {
+			return nil, err
+		}
+		if a.Ifname == "" {
+			continue
+		}
+		if err := checkIfname(a.Ifname); err != nil {
+			return nil, err
+		}
+		if taken[a.Ifname] {
+			return nil, &InvalidArgumentError{
+				Field: "interface name", Value: a.Ifname,
+				Reason: fmt.Sprintf("requested twice (network %q)", a.Name),
+			}
+		}
+		taken[a.Ifname] = true
+	}
+	next := 0
+	for i := range atts {
+		if atts[i].Ifname != "" {
+			continue
+		}
+		for taken[fmt.Sprintf("eth%d", next)] {
+			next++
+		}
+		atts[i].Ifname = fmt.Sprintf("eth%d", next)
+		taken[atts[i].Ifname] = true
+	}
+	return atts, nil
+}
+
+// onDisk reports whether anything on disk names the attachment, so that it
+// may exist: having no config to delete it with is then a failure
+// ([Orphaned]), not a warning.
+func (s *knownAttachment) onDisk() bool { return s.entry != nil || s.corrupt != nil || s.rec != nil }
+
+// file returns the path of the attachment's cache file, readable or corrupt,
+// or "".
+func (s *knownAttachment) file() string {
+	switch {
+	case s.entry != nil:
+		return s.entry.Path
+	case s.corrupt != nil:
+		return s.corrupt.Path
+	}
+	return ""
+}
+
+// applyCacheRule sets what p, a plan of the known attachment with its
+// config list, may do with the cache: p.file is the attachment's cache file,
+// and p.useCache says whether libcni may read it (see
+// [knownAttachment.libcniMayRead]). Every plan that runs DEL or CHECK gets its
+// cache rule here, so that libcni reads no entry the inventory did not
+// accept. An accepted entry whose result libcni cannot use is logged.
+func (s *knownAttachment) applyCacheRule(p *plan, plog func() *logrus.Entry) {
+	p.file = s.file()
+	ok, err := s.libcniMayRead(p.list.CNIVersion)
+	if err != nil {
+		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
+	}
+	p.useCache = ok
+}
+
+// libcniMayRead reports whether libcni may read the attachment's cache entry,
+// as prevResult and to remove it, for a list at cniVersion: only an entry
+// the inventory accepted, whose result libcni can decode. The error says
+// why an accepted entry's result cannot be used.
+func (s *knownAttachment) libcniMayRead(cniVersion string) (bool, error) {
+	if s.entry == nil {
+		return false, nil
+	}
+	if err := s.entry.CheckLibcniResult(cniVersion); err != nil {
+		return false, err
+	}
+	return true, nil
+}
