@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-gc lint apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control
+.PHONY: help quickstart test test-short fuzz bench bench-gc lint layout apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control
 
 help: ## List the targets
 	@echo "Targets:"
@@ -42,6 +42,9 @@ lint: ## golangci-lint (pinned by GOLANGCI_LINT_VERSION, with .golangci.yml), th
 	$(GOLANGCI_LINT) run ./...
 	bash .ci/apicheck
 	bash .ci/vulncheck
+
+layout: ## pkg/ocicni's layout measures: files, Manager's methods, files calling each other both ways, the teardown walk (-v lists them)
+	go run ./internal/tools/layout
 
 apicheck: ## pkg/ocicni and pkg/gocni stay API-compatible with cri-o/ocicni v0.5.1 and go-cni v1.1.14 (apidiff, pinned)
 	bash .ci/apicheck
