@@ -29,7 +29,7 @@ STARTS=0
 CTRD_PID=
 HEAL_OUTCOME=
 ADDFAIL_OUTCOME=
-PHASES=(single churn parallel crash noconf heal addfail)
+PHASES=(single churn parallel crash noconf critest heal addfail)
 # CONTROL is set while the control runs (control.sh): stock go-cni writes
 # no order records, so the checks of them are skipped, and a failure ends
 # only its phase.
@@ -56,6 +56,7 @@ cleanup() {
 	done
 	((${#socks[@]} == 0)) || rm -f "${socks[@]}"
 	kill_runc_containers runc "$W/runc/k8s.io"
+	critest_host_undo
 	remove_net_state
 	cleanup_end "$rc"
 }
@@ -157,7 +158,10 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
 EOF
-	write_conflist "$W/cni/10-$NET.conflist" "$NET" "$BRIDGE" "$SUBNET"
+	# portmap: containerd passes a pod's host ports to the plugins
+	# (critest's host-port test).
+	write_conflist "$W/cni/10-$NET.conflist" "$NET" "$BRIDGE" "$SUBNET" \
+		'{ "type": "portmap", "capabilities": { "portMappings": true } }'
 }
 
 # make_runc: Debian's runc; containerd's restrict_oom_score_adj is set
@@ -218,6 +222,17 @@ phase_single() {
 	log "single: pod ${id:0:12} has $(pod_ip "$id") in $(pod_netns "$id"), cache entry$([[ -n $CONTROL ]] || echo " and order record")"
 	stop_rm_pod "$id"
 	assert_clean "single"
+}
+
+# phase_critest: cri-tools' critest, focused on the tests that touch pod
+# networking (CRITEST_FOCUS; "." runs the whole suite), one at a time,
+# against this containerd, with its images imported first. Every test
+# must pass, and leave nothing behind.
+phase_critest() {
+	log "phase critest: critest $CRITEST_VERSION, the tests of pod networking"
+	critest_oci_images ctr images import --local --snapshotter native
+	run_critest "unix://$W/containerd.sock" || die "critest: failed (its log: $W/critest.log)"
+	assert_clean "critest"
 }
 
 # phase_parallel: NPAR runp at once, then NPAR stopp+rmp at once.

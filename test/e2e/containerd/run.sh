@@ -45,6 +45,9 @@ LOG_TAG=e2e-containerd
 # control phase), install_debs, keyhash, fetch_src...
 # shellcheck source=test/e2e/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+# CRITEST_VERSION, build_critest, critest_oci_images, run_critest...
+# shellcheck source=test/e2e/lib/critest.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/critest.sh"
 
 # prepare_src: containerd with its go-cni imports rewritten (see gocni_src).
 prepare_src() { gocni_src containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION"; }
@@ -122,10 +125,11 @@ build_bins() {
 	log "ocicnitool ready"
 }
 
-# build_tools: what the face and the control share: crictl and the
-# reference CNI plugins from tools/.
+# build_tools: what the face and the control share: crictl, critest and
+# the reference CNI plugins from tools/.
 build_tools() {
 	build_crictl
+	build_critest
 	build_plugins "$E2E_CACHE/plugins-containerd-$(keyhash)"
 	log "crictl, CNI plugins ($PLUGINS) ready"
 }

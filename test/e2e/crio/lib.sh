@@ -39,6 +39,7 @@ cleanup() {
 	kill_runc_containers /usr/sbin/runc "$W/runc"
 	local pid
 	for pid in $(pgrep -f "conmon .*$W" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+	critest_host_undo
 	remove_net_state
 	cleanup_end "$rc"
 }
@@ -366,11 +367,20 @@ phase_heal() {
 	assert_clean "heal"
 }
 
+# phase_critest: cri-tools' critest, focused on the tests that touch pod
+# networking (CRITEST_FOCUS; "." runs the whole suite), one at a time,
+# against this crio. Every test must pass, and leave nothing behind.
+phase_critest() {
+	log "phase critest: critest $CRITEST_VERSION, the tests of pod networking"
+	run_critest "unix://$W/crio.sock" || die "critest failed (its log: $W/critest.log)"
+	assert_clean "critest"
+}
+
 # run_e2e phase...: setup, crio, then the phases named (churn, crash,
-# cached_config, heal), in order.
+# cached_config, critest, heal), in order.
 run_e2e() {
 	[[ $(id -u) == 0 ]] || die "run as root"
-	(($# > 0)) || set -- churn crash cached_config heal
+	(($# > 0)) || set -- churn crash cached_config critest heal
 	W=$(mktemp -d /tmp/ocicni-e2e-crio.XXXXXX)
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
@@ -385,6 +395,10 @@ run_e2e() {
 	make_runc
 	write_configs
 	make_pause_image
+	if [[ " $* " == *" critest "* ]]; then
+		build_critest
+		critest_images --root "$W/root" --runroot "$W/runroot" --storage-driver vfs
+	fi
 	start_crio
 	local phase
 	for phase in "$@"; do "phase_$phase"; done

@@ -6,6 +6,7 @@
 #   run.sh build     compile + build crio, pinns, crictl, plugins, pause image
 #   run.sh [all]     build, then run crio and drive it with crictl (as root)
 #   run.sh heal      build (no compile check), then only the heal phase (as root)
+#   run.sh critest   build (no compile check), then only the critest phase (as root)
 #
 # Everything of CRI-O stays out of our module graph: it is built in its own
 # directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -19,6 +20,9 @@ LOG_TAG=e2e-crio
 # REPO, E2E_CACHE, OURMOD, T0, log, die, install_debs, keyhash, fetch_src...
 # shellcheck source=test/e2e/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+# CRITEST_VERSION, build_critest, critest_images, run_critest...
+# shellcheck source=test/e2e/lib/critest.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/critest.sh"
 
 # prepare_src: a writable copy of CRI-O, imports rewritten to our module,
 # with a replace to this checkout. Keyed by CRI-O version and checkout path.
@@ -88,6 +92,7 @@ build_all() {
 		die "$BIN/crio is not $CRIO_VERSION"
 	fi
 	build_crictl
+	build_critest
 	log "building the reference CNI plugins from tools/"
 	build_plugins "$E2E_CACHE/plugins"
 }
@@ -114,16 +119,16 @@ build)
 	log "total $(($(date +%s) - T0))s"
 	exit 0
 	;;
-all | heal) ;;
-*) die "usage: $0 [compile|compile-negative|build|all|heal]" ;;
+all | heal | critest) ;;
+*) die "usage: $0 [compile|compile-negative|build|all|heal|critest]" ;;
 esac
 
 # shellcheck source=test/e2e/crio/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-if [[ $MODE == heal ]]; then
+if [[ $MODE == heal || $MODE == critest ]]; then
 	build_all
 	e2e_unlock
-	run_e2e heal
+	run_e2e "$MODE"
 	exit 0
 fi
 compile_check

@@ -301,7 +301,11 @@ stop_rm_pod() {
 # host-local (data dir $W/ipam), then the extra plugin if named.
 write_conflist() {
 	local extra=""
-	[[ -z ${5:-} ]] || extra=", { \"type\": \"$5\" }"
+	case ${5:-} in
+	"") ;;
+	"{"*) extra=", $5" ;; # a plugin's whole config
+	*) extra=", { \"type\": \"$5\" }" ;;
+	esac
 	cat >"$1.tmp" <<EOF
 {
   "cniVersion": "1.0.0",
