@@ -40,6 +40,9 @@ crictl() {
 		--image-endpoint "unix://$W/containerd.sock" --timeout 60s "$@" 2>>"$W/crictl.log"
 }
 ctr() { "$BIN/ctr" --address "$W/containerd.sock" -n k8s.io "$@"; }
+# ctr_import file: an image archive into the k8s.io namespace, unpacked for
+# the native snapshotter; ctr's output goes to ctr.log.
+ctr_import() { ctr images import --local --snapshotter native "$1" >>"$W/ctr.log" 2>&1; }
 cleanup() {
 	local rc=$?
 	cleanup_begin "$rc" containerd.log 30
@@ -230,8 +233,10 @@ phase_single() {
 # must pass, and leave nothing behind.
 phase_critest() {
 	log "phase critest: critest $CRITEST_VERSION, the tests of pod networking"
-	critest_oci_images ctr images import --local --snapshotter native
-	run_critest "unix://$W/containerd.sock" || die "critest: failed (its log: $W/critest.log)"
+	critest_oci_images ctr_import
+	local rc=0
+	run_critest "unix://$W/containerd.sock" || rc=$?
+	critest_phase_result "$rc" || die "critest: failed (its log: $W/critest.log)"
 	assert_clean "critest"
 }
 

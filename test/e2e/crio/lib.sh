@@ -372,7 +372,9 @@ phase_heal() {
 # against this crio. Every test must pass, and leave nothing behind.
 phase_critest() {
 	log "phase critest: critest $CRITEST_VERSION, the tests of pod networking"
-	run_critest "unix://$W/crio.sock" || die "critest failed (its log: $W/critest.log)"
+	local rc=0
+	run_critest "unix://$W/crio.sock" || rc=$?
+	critest_phase_result "$rc" || die "critest failed (its log: $W/critest.log)"
 	assert_clean "critest"
 }
 

@@ -7,6 +7,7 @@
 #   run.sh [all]     build, then run crio and drive it with crictl (as root)
 #   run.sh heal      build (no compile check), then only the heal phase (as root)
 #   run.sh critest   build (no compile check), then only the critest phase (as root)
+#   run.sh critest-stock  the same with stock CRI-O (cri-o/ocicni), for comparison
 #
 # Everything of CRI-O stays out of our module graph: it is built in its own
 # directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -97,6 +98,32 @@ build_all() {
 	build_plugins "$E2E_CACHE/plugins"
 }
 
+# build_stock: crio as CRI-O $CRIO_VERSION publishes it, with the
+# cri-o/ocicni its go.mod requires, for critest's comparison (run.sh
+# critest-stock); pinns, crictl, critest and the plugins are the face's
+# (build_all first). Sets BIN.
+build_stock() {
+	local pinns=$BIN/pinns t
+	command -v jq >/dev/null || install_debs jq
+	GOCNI=github.com/cri-o/ocicni
+	STOCK_GOCNI=${STOCK_OCICNI:-v0.4.3}
+	STOCK_SRC=$E2E_CACHE/src-cri-o-stock-$CRIO_VERSION
+	stock_src github.com/cri-o/cri-o "$CRIO_VERSION" "$STOCK_SRC" CRI-O
+	BIN=$E2E_CACHE/bin-crio-stock-$CRIO_VERSION
+	if [[ ! -x $BIN/crio ]]; then
+		build_deps
+		t=$(date +%s)
+		log "building stock crio $CRIO_VERSION"
+		mkdir -p "$BIN.tmp"
+		(cd "$STOCK_SRC" && go build -mod=readonly -trimpath -tags "$CRIO_TAGS" -o "$BIN.tmp/crio" ./cmd/crio) ||
+			die "stock crio build failed"
+		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+		log "stock crio built in $(($(date +%s) - t))s"
+	fi
+	cp "$pinns" "$BIN/pinns"
+	stock_links "$BIN/crio" crio
+}
+
 # compile_negative: the compile check must fail when an exported identifier
 # CRI-O uses is gone: ocicni.BandwidthConfig renamed in a scratch copy.
 compile_negative() {
@@ -119,16 +146,17 @@ build)
 	log "total $(($(date +%s) - T0))s"
 	exit 0
 	;;
-all | heal | critest) ;;
-*) die "usage: $0 [compile|compile-negative|build|all|heal|critest]" ;;
+all | heal | critest | critest-stock) ;;
+*) die "usage: $0 [compile|compile-negative|build|all|heal|critest|critest-stock]" ;;
 esac
 
 # shellcheck source=test/e2e/crio/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-if [[ $MODE == heal || $MODE == critest ]]; then
+if [[ $MODE == heal || $MODE == critest* ]]; then
 	build_all
+	[[ $MODE != critest-stock ]] || build_stock
 	e2e_unlock
-	run_e2e "$MODE"
+	run_e2e "${MODE%-stock}"
 	exit 0
 fi
 compile_check

@@ -125,6 +125,19 @@ critest_host_undo() {
 	CRITEST_PREPPED=0
 }
 
+# critest_phase_result status: what a critest phase makes of critest's
+# exit status: every selected test must pass, unless CRITEST_REPORT is set
+# (a run of the whole suite, whose counts are the result), and with
+# CRITEST_OUT set the log is kept there.
+critest_phase_result() {
+	[[ -z ${CRITEST_OUT:-} ]] || cp "$W/critest.log" "$CRITEST_OUT"
+	if [[ -n ${CRITEST_REPORT:-} ]]; then
+		log "critest: failed: $(grep -cE '^\s*\[FAIL\]' "$W/critest.log" || true) lines; the list: $(grep -E '^\s*\[FAIL\]' "$W/critest.log" | sed 's/^ *\[FAIL\] //' | sort -u | tr '\n' ';')"
+		return 0
+	fi
+	return "$1"
+}
+
 # run_critest endpoint [focus]: critest against the CRI endpoint, one test
 # at a time, the focused tests only (all of them with focus "."), into
 # $W/critest.log. An order record of a sandbox critest made that is still
