@@ -69,7 +69,17 @@ compile_check() {
 	log "compile check passed"
 }
 
-# build_all: crio + pinns (keyed by our tree hash), crictl, plugins.
+# build_crio src label mod-flag: go build of src's cmd/crio into
+# $BIN.tmp/crio (label: "" or "stock ").
+build_crio() {
+	build_deps
+	log "building ${2}crio (a cold build takes ~7 min on 2 cores)"
+	mkdir -p "$BIN.tmp"
+	(cd "$1" && go build "$3" -trimpath -tags "$CRIO_TAGS" -o "$BIN.tmp/crio" ./cmd/crio) ||
+		die "${2}crio build failed"
+}
+
+# build_all: crio + pinns (keyed by our tree hash), crictl, critest, plugins.
 build_all() {
 	prepare_src
 	local key t
@@ -78,12 +88,8 @@ build_all() {
 	if [[ -x $BIN/crio && -x $BIN/pinns ]]; then
 		log "crio and pinns: $BIN (cached for tree $key)"
 	else
-		build_deps
 		t=$(date +%s)
-		log "building crio (a cold build takes ~7 min on 2 cores)"
-		mkdir -p "$BIN.tmp"
-		(cd "$SRC" && go build -mod=mod -trimpath -tags "$CRIO_TAGS" -o "$BIN.tmp/crio" ./cmd/crio) ||
-			die "crio build failed"
+		build_crio "$SRC" "" -mod=mod
 		log "building pinns"
 		(cd "$SRC" && make -s -C pinns >/dev/null && cp bin/pinns "$BIN.tmp/pinns") || die "pinns build failed"
 		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
@@ -111,12 +117,8 @@ build_stock() {
 	stock_src github.com/cri-o/cri-o "$CRIO_VERSION" "$STOCK_SRC" CRI-O
 	BIN=$E2E_CACHE/bin-crio-stock-$CRIO_VERSION
 	if [[ ! -x $BIN/crio ]]; then
-		build_deps
 		t=$(date +%s)
-		log "building stock crio $CRIO_VERSION"
-		mkdir -p "$BIN.tmp"
-		(cd "$STOCK_SRC" && go build -mod=readonly -trimpath -tags "$CRIO_TAGS" -o "$BIN.tmp/crio" ./cmd/crio) ||
-			die "stock crio build failed"
+		build_crio "$STOCK_SRC" "stock " -mod=readonly
 		rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 		log "stock crio built in $(($(date +%s) - t))s"
 	fi
