@@ -233,3 +233,28 @@ func recordPos(record []cache.Attachment, att NetAttachment) int {
 	}
 	return len(record)
 }
+
+// sandboxInventory is [Manager.Inventory]: see there.
+func (st *sandboxStore) sandboxInventory(id string, set *networkSet) (*SandboxInventory, error) {
+	if err := checkContainerID(id); err != nil {
+		return nil, err
+	}
+	inv := st.readInventory(id, set)
+	if inv.listErr != nil {
+		return nil, inv.listErr
+	}
+	return inv.view(nil), nil
+}
+
+// sandboxInventories is [Manager.Inventories]: see there.
+func (st *sandboxStore) sandboxInventories(set *networkSet) ([]*SandboxInventory, []*cache.EntryError, error) {
+	invs, unowned, guessed, err := st.readInventories(set)
+	if err != nil {
+		return nil, nil, err
+	}
+	inventories := make([]*SandboxInventory, len(invs))
+	for i, inv := range invs {
+		inventories[i] = inv.view(guessed)
+	}
+	return inventories, unowned, nil
+}

@@ -279,14 +279,7 @@ func (m *Manager) GCOutcomes(ctx context.Context, validPods []*PodNetwork) ([]Ou
 // plugin. The error is for an invalid id ([InvalidArgumentError]) or a
 // results directory that cannot be listed.
 func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
-	if err := checkContainerID(id); err != nil {
-		return nil, err
-	}
-	inv := m.e.store.readInventory(id, m.e.snapshot())
-	if inv.listErr != nil {
-		return nil, inv.listErr
-	}
-	return inv.view(nil), nil
+	return m.e.store.sandboxInventory(id, m.e.snapshot())
 }
 
 // Inventories returns, sorted by container ID, the inventory of every
@@ -301,15 +294,7 @@ func (m *Manager) Inventory(id string) (*SandboxInventory, error) {
 // and runs no plugin. The error is for a results or records directory
 // that cannot be listed.
 func (m *Manager) Inventories() (inventories []*SandboxInventory, unowned []*cache.EntryError, err error) {
-	invs, unowned, guessed, err := m.e.store.readInventories(m.e.snapshot())
-	if err != nil {
-		return nil, nil, err
-	}
-	inventories = make([]*SandboxInventory, len(invs))
-	for i, inv := range invs {
-		inventories[i] = inv.view(guessed)
-	}
-	return inventories, unowned, nil
+	return m.e.store.sandboxInventories(m.e.snapshot())
 }
 
 // PendingTeardowns lists, from the order records in the cache dir, every
