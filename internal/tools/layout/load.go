@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -93,28 +94,13 @@ func (l *loader) load(path string) (*pkg, error) {
 	return p, nil
 }
 
-// buildable says whether a file builds on linux/amd64, by its name's
-// suffix and a leading //go:build line.
+// buildable says whether a file builds on linux/amd64, by go/build's
+// rules: its name's GOOS and GOARCH suffixes and its //go:build line.
 func buildable(name string) bool {
-	base := strings.TrimSuffix(filepath.Base(name), ".go")
-	for _, os := range []string{"darwin", "freebsd", "windows", "openbsd", "netbsd", "solaris"} {
-		if strings.HasSuffix(base, "_"+os) {
-			return false
-		}
-	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "//go:build ") {
-			return strings.Contains(line, "linux") || strings.HasPrefix(line, "//go:build !")
-		}
-		if strings.HasPrefix(line, "package ") {
-			break
-		}
-	}
-	return true
+	ctx := build.Default
+	ctx.GOOS, ctx.GOARCH = "linux", "amd64"
+	ok, err := ctx.MatchFile(filepath.Dir(name), filepath.Base(name))
+	return err == nil && ok
 }
 
 // loadAll loads every package of the module under pkg and internal, so

@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The fixture's measures: 3 files, Manager's 2 methods, one pair of files
+// The fixture's measures: 3 files (not teardown_windows.go or tagged.go,
+// which do not build on linux/amd64), Manager's 2 methods, one pair of files
 // calling each other (teardown.go calls run in plan.go, which calls
 // finish back in teardown.go; manager.go's label is called from plan.go
 // only), and a teardown walk TearDown (manager.go), tearDown

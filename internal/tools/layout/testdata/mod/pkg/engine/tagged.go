@@ -1,0 +1,5 @@
+//go:build darwin
+
+package engine
+
+func (m *Manager) stopDarwin(pod Pod) error { return m.d.tearDown(pod) }
