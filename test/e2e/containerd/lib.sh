@@ -240,6 +240,15 @@ phase_critest() {
 	assert_clean "critest"
 }
 
+# phase_critest_bench: critest's pod benchmark (run_critest_bench)
+# against this containerd; not among PHASES (run.sh run critest_bench,
+# run.sh control critest_bench).
+phase_critest_bench() {
+	log "phase critest_bench: critest $CRITEST_VERSION -benchmark, the PodSandbox lifecycle"
+	run_critest_bench "unix://$W/containerd.sock"
+	assert_clean "critest_bench"
+}
+
 # phase_parallel: NPAR runp at once, then NPAR stopp+rmp at once.
 phase_parallel() {
 	local i id pids=() ids=() nips

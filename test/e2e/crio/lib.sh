@@ -378,8 +378,17 @@ phase_critest() {
 	assert_clean "critest"
 }
 
+# phase_critest_bench: critest's pod benchmark (run_critest_bench)
+# against this crio; not among the default phases (run.sh critest-bench).
+phase_critest_bench() {
+	log "phase critest_bench: critest $CRITEST_VERSION -benchmark, the PodSandbox lifecycle"
+	command -v jq >/dev/null || install_debs jq
+	run_critest_bench "unix://$W/crio.sock"
+	assert_clean "critest_bench"
+}
+
 # run_e2e phase...: setup, crio, then the phases named (churn, crash,
-# cached_config, critest, heal), in order.
+# cached_config, critest, heal; critest_bench), in order.
 run_e2e() {
 	[[ $(id -u) == 0 ]] || die "run as root"
 	(($# > 0)) || set -- churn crash cached_config critest heal

@@ -8,6 +8,9 @@
 #   run.sh heal      build (no compile check), then only the heal phase (as root)
 #   run.sh critest   build (no compile check), then only the critest phase (as root)
 #   run.sh critest-stock  the same with stock CRI-O (cri-o/ocicni), for comparison
+#   run.sh critest-bench  build (no compile check), then only critest's pod
+#                    benchmark, into $CRITEST_BENCH_OUT (as root)
+#   run.sh critest-bench-stock  the same with stock CRI-O
 #
 # Everything of CRI-O stays out of our module graph: it is built in its own
 # directory under $E2E_CACHE with its own go.mod. See README.md beside this.
@@ -148,17 +151,18 @@ build)
 	log "total $(($(date +%s) - T0))s"
 	exit 0
 	;;
-all | heal | critest | critest-stock) ;;
-*) die "usage: $0 [compile|compile-negative|build|all|heal|critest|critest-stock]" ;;
+all | heal | critest | critest-stock | critest-bench | critest-bench-stock) ;;
+*) die "usage: $0 [compile|compile-negative|build|all|heal|critest|critest-stock|critest-bench|critest-bench-stock]" ;;
 esac
 
 # shellcheck source=test/e2e/crio/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if [[ $MODE == heal || $MODE == critest* ]]; then
 	build_all
-	[[ $MODE != critest-stock ]] || build_stock
+	[[ $MODE != *-stock ]] || build_stock
 	e2e_unlock
-	run_e2e "${MODE%-stock}"
+	phase=${MODE%-stock}
+	run_e2e "${phase//-/_}"
 	exit 0
 fi
 compile_check

@@ -79,9 +79,10 @@ install_debs() {
 }
 
 # keyhash: hash of this checkout's library (what the runtime compiles of
-# us): go.mod, go.sum, pkg/ and internal/, test files left out.
+# us): go.mod, go.sum, pkg/ and internal/, test files and internal/tools
+# (the repo's own commands) left out.
 keyhash() {
-	(cd "$REPO" && find go.mod go.sum pkg internal -type f ! -name '*_test.go' -print0 |
+	(cd "$REPO" && find go.mod go.sum pkg internal -path internal/tools -prune -o -type f ! -name '*_test.go' -print0 |
 		sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 

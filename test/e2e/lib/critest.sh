@@ -138,27 +138,40 @@ critest_phase_result() {
 	return "$1"
 }
 
+# critest_records_before, critest_records_after: critest's sandboxes are
+# not the harness's, so an order record that appeared between the two
+# calls joins ALL_IDS and counts among the leftovers as the harness's own
+# pods' do.
+declare -A CRITEST_RECORDS=()
+critest_records_before() {
+	local f
+	CRITEST_RECORDS=()
+	for f in "$CNI_CACHE"/ocicni/attachments/*; do CRITEST_RECORDS[${f##*/}]=1; done
+}
+
+critest_records_after() {
+	local f
+	for f in "$CNI_CACHE"/ocicni/attachments/*; do
+		[[ -e $f && -z ${CRITEST_RECORDS[${f##*/}]:-} ]] && ALL_IDS+=("${f##*/}")
+	done
+	return 0
+}
+
 # run_critest endpoint [focus]: critest against the CRI endpoint, one test
 # at a time, the focused tests only (all of them with focus "."), into
-# $W/critest.log. An order record of a sandbox critest made that is still
-# there afterwards joins ALL_IDS, for the leftover count. It sets CRITEST_COUNTS ("passed failed skipped") and
+# $W/critest.log. It sets CRITEST_COUNTS ("passed failed skipped") and
 # returns critest's status.
 run_critest() {
-	local endpoint=$1 focus=${2:-$CRITEST_FOCUS} rc=0 t f
-	local -A before=()
+	local endpoint=$1 focus=${2:-$CRITEST_FOCUS} rc=0 t
 	t=$(date +%s)
-	for f in "$CNI_CACHE"/ocicni/attachments/*; do before[${f##*/}]=1; done
+	critest_records_before
 	critest_host_prep
 	# One test at a time is critest's default (--parallel 1); given on the
 	# command line, Ginkgo takes the flag for go test's -parallel and stops.
 	"$CRITEST_BIN" --runtime-endpoint "$endpoint" --image-endpoint "$endpoint" \
 		--ginkgo.focus="$focus" --ginkgo.no-color --ginkgo.v >"$W/critest.log" 2>&1 || rc=$?
 	critest_host_undo
-	# critest's sandboxes: an order record that appeared meanwhile counts
-	# among the leftovers (ALL_IDS) as the harness's own pods' do.
-	for f in "$CNI_CACHE"/ocicni/attachments/*; do
-		[[ -e $f && -z ${before[${f##*/}]:-} ]] && ALL_IDS+=("${f##*/}")
-	done
+	critest_records_after
 	CRITEST_COUNTS=$(sed -n 's/.* \([0-9]*\) Passed | \([0-9]*\) Failed | [0-9]* Pending | \([0-9]*\) Skipped.*/\1 \2 \3/p' "$W/critest.log" | tail -1)
 	log "critest: $(grep -E '^Ran [0-9]+ of [0-9]+ Specs' "$W/critest.log" | tail -1); passed failed skipped: ${CRITEST_COUNTS:-unknown}; $(($(date +%s) - t))s"
 	if ((rc != 0)); then
@@ -166,4 +179,40 @@ run_critest() {
 		[[ -n $CRITEST_COUNTS ]] || tail -20 "$W/critest.log" >&2
 	fi
 	return "$rc"
+}
+
+# The pod benchmark's load: CRITEST_BENCH_PODS sandboxes through their
+# whole lifecycle (run, status, stop, remove) at each parallelism of
+# CRITEST_BENCH_PARALLEL.
+CRITEST_BENCH_PODS=${CRITEST_BENCH_PODS:-50}
+CRITEST_BENCH_PARALLEL=${CRITEST_BENCH_PARALLEL:-1 10 50}
+
+# run_critest_bench endpoint: critest -benchmark's PodSandbox lifecycle
+# against the CRI endpoint, once per parallelism, each run's datapoints
+# (nanoseconds per operation and sandbox) kept as p<parallelism>.json in
+# $CRITEST_BENCH_OUT (default $W/bench). It needs no image but the
+# runtime's pause image. critest's other benchmarks skip themselves
+# without their counts in the params file, except the container start,
+# which needs busybox: skipped by name.
+run_critest_bench() {
+	local endpoint=$1 out=${CRITEST_BENCH_OUT:-$W/bench} n rc t
+	mkdir -p "$out"
+	critest_records_before
+	for n in $CRITEST_BENCH_PARALLEL; do
+		t=$(date +%s)
+		printf 'podsNumber: %d\npodsNumberParallel: %d\n' "$CRITEST_BENCH_PODS" "$n" >"$W/bench-params.yaml"
+		rm -rf "$W/bench-data" && mkdir -p "$W/bench-data"
+		rc=0
+		"$CRITEST_BIN" --runtime-endpoint "$endpoint" --image-endpoint "$endpoint" -benchmark \
+			--benchmarking-params-file "$W/bench-params.yaml" --benchmarking-output-dir "$W/bench-data" \
+			--ginkgo.skip='start a container from scratch' --ginkgo.no-color >"$W/critest-bench-p$n.log" 2>&1 || rc=$?
+		if ((rc != 0)) || [[ ! -s $W/bench-data/pod_benchmark_data.json ]]; then
+			tail -20 "$W/critest-bench-p$n.log" >&2
+			critest_records_after
+			die "critest -benchmark with $n at a time failed (status $rc; its log: $W/critest-bench-p$n.log)"
+		fi
+		cp "$W/bench-data/pod_benchmark_data.json" "$out/p$n.json"
+		log "critest benchmark, $CRITEST_BENCH_PODS sandboxes $n at a time ($(($(date +%s) - t))s): ms at p50 of run, status, stop, remove: $(jq -r '[range(0; 4) as $i | [.datapoints[].operationsDurationsNs[$i]] | sort | .[length / 2 | floor] / 1e6 | . * 10 | round / 10] | map(tostring) | join(", ")' "$out/p$n.json")"
+	done
+	critest_records_after
 }
