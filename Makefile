@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-gc lint layout apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control
+.PHONY: help quickstart test test-short fuzz bench bench-critest bench-gc lint layout apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control
 
 help: ## List the targets
 	@echo "Targets:"
@@ -33,6 +33,9 @@ fuzz: ## Every fuzz target for FUZZTIME each (default 20s), as CI runs them, on 
 
 bench: ## The suite BENCHMARKS.md reports (as root, ~20 min; BENCH_SCALE=0.2 for a quick look), into bench.out
 	bash .ci/bench
+
+bench-critest: ## critest's pod benchmark through CRI-O and containerd, library against stock, into critest-bench/ (as root, ~25 min)
+	bash .ci/critest-bench
 
 bench-gc: ## GC over 10,000 cache entries with real plugins, while pods are set up (root, several minutes), also written to bench-gc.out
 	go test -run '^$$' -bench BenchmarkGC10000 -benchtime 1x -timeout 60m ./pkg/ocicni/ | tee bench-gc.out
