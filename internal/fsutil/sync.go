@@ -58,38 +58,71 @@ func WriteDurableLinked(dir, name, tmp string, data []byte, link string) (linked
 }
 
 func writeDurable(dir, name, tmp string, data []byte, link string) (bool, error) {
-	var f *os.File
-	var err error
-	if strings.Contains(tmp, "*") {
-		f, err = os.CreateTemp(dir, tmp) // mode 0600
-	} else {
-		f, err = os.OpenFile(filepath.Join(dir, tmp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	}
+	f, err := createTemp(dir, tmp)
 	if err != nil {
 		return false, err
 	}
 	return writeSyncRename(f, filepath.Join(dir, name), data, link)
 }
 
+// TestHookTempHeld, when set, is called with the path of every temporary
+// file of a durable write once the write holds it, before it writes: a
+// test stops a write there to kill its process in the middle of it. Only
+// tests set it, before any write.
+var TestHookTempHeld func(path string)
+
+// maxTempAttempts bounds how often a write creates its temporary file
+// again after [RemoveUnheld] removed the one it had just created.
+const maxTempAttempts = 8
+
+// createTemp creates the temporary file of a durable write (tmp as in
+// [WriteDurable]) and holds its lock (see holdTemp) until it is closed,
+// so that [RemoveUnheld] leaves it alone. A file removed between its
+// creation and the lock is created again.
+func createTemp(dir, tmp string) (*os.File, error) {
+	for range maxTempAttempts {
+		var f *os.File
+		var err error
+		if strings.Contains(tmp, "*") {
+			f, err = os.CreateTemp(dir, tmp) // mode 0600
+		} else {
+			f, err = os.OpenFile(filepath.Join(dir, tmp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		}
+		if err != nil {
+			return nil, err
+		}
+		held, err := holdTemp(f)
+		if held {
+			if TestHookTempHeld != nil {
+				TestHookTempHeld(f.Name())
+			}
+			return f, nil
+		}
+		_ = f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("create a temporary file %s in %s: removed %d times before it was locked", tmp, dir, maxTempAttempts)
+}
+
 func writeSyncRename(tmp *os.File, path string, data []byte, link string) (linked bool, err error) {
 	defer func() {
 		if err != nil {
 			// Undo what the write made; nothing else can have its names.
-			_ = tmp.Close()
 			_ = os.Remove(tmp.Name())
 			if linked {
 				_ = os.Remove(link)
 				linked = false
 			}
 		}
+		// Only now, with the file renamed or removed, its lock goes.
+		_ = tmp.Close()
 	}()
 	if _, err = tmp.Write(data); err != nil {
 		return false, err
 	}
 	if err = tmp.Sync(); err != nil {
-		return false, err
-	}
-	if err = tmp.Close(); err != nil {
 		return false, err
 	}
 	if link != "" {

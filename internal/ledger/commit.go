@@ -307,10 +307,19 @@ func (l *Ledger) committed(id, marker string) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(a, b)
 }
 
-// RecoverCommits finishes or undoes every commit that a crash cut short
-// (see [Ledger.recoverCommit]) whose sandbox nobody holds now: at start,
-// and before GC reads the node. It returns the listing's failure.
-func (l *Ledger) RecoverCommits() error {
+// Recover repairs what a crash left, at start and before GC reads the
+// node: it finishes or undoes every commit cut short (see
+// [Ledger.recoverCommit]) whose sandbox nobody holds now, and removes the
+// temporary files of writes cut short that no write in flight holds (see
+// [cache.Cache.RemoveTemps]). It returns the paths of the temporary files
+// removed, and the failures.
+func (l *Ledger) Recover() ([]string, error) {
+	err := l.recoverCommits()
+	removed, terr := l.c.RemoveTemps()
+	return removed, errors.Join(err, terr)
+}
+
+func (l *Ledger) recoverCommits() error {
 	des, err := os.ReadDir(filepath.Join(l.c.Dir(), "ocicni", "aside"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

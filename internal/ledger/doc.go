@@ -27,7 +27,7 @@
 // <cache dir>/ocicni/aside/<sandbox> with the record being written, and
 // go once it is in place. A commit that a crash cut short is finished
 // (the record on disk is the one it wrote) or undone (it is not) by the
-// next holder of the sandbox's lock, or by [Ledger.RecoverCommits] at
+// next holder of the sandbox's lock, or by [Ledger.Recover] at
 // start and before GC. The config methods save and read the configs
 // records link; a setup saves its configs before its record's commit,
 // and takes them back ([Ledger.UndoSaveConfig]) when the commit fails.

@@ -207,9 +207,9 @@ func TestCommitCutShortIsRecovered(t *testing.T) {
 	}
 }
 
-// RecoverCommits recovers the commits of sandboxes nobody holds, and
+// Recover recovers the commits of sandboxes nobody holds, and
 // leaves a held one to its holder.
-func TestRecoverCommits(t *testing.T) {
+func TestRecover(t *testing.T) {
 	ctx := context.Background()
 	l := New(t.TempDir())
 	rec := []cache.Attachment{{Network: "net1", IfName: "eth0"}}
@@ -225,12 +225,14 @@ func TestRecoverCommits(t *testing.T) {
 	held, err := other.locks.Lock(ctx, "held") // held without recovering, as a holder mid-commit
 	require.NoError(t, err)
 
-	require.NoError(t, l.RecoverCommits())
+	_, err = l.Recover()
+	require.NoError(t, err)
 	assert.FileExists(t, entries["free"])
 	assert.NoDirExists(t, l.asideDir("free"))
 	assert.DirExists(t, l.asideDir("held"), "its holder's to finish")
 	held.Unlock(false)
-	require.NoError(t, l.RecoverCommits())
+	_, err = l.Recover()
+	require.NoError(t, err)
 	assert.FileExists(t, entries["held"])
 }
 

@@ -52,8 +52,8 @@ func (l *Loader) assemble(s *scan) *Set {
 }
 
 // network adds the network of list, from file, to set, and returns it;
-// nil when the name is taken by an earlier file (logged), or the
-// teardown policy key is invalid (recorded as a skip).
+// nil when the name is taken by an earlier file (logged), or a key of
+// its [Overrides] is invalid (recorded as a skip).
 func (l *Loader) network(set *Set, file string, list *libcni.NetworkConfigList) *Network {
 	name := list.Name
 	if prev, dup := set.byName[name]; dup {
@@ -61,12 +61,12 @@ func (l *Loader) network(set *Set, file string, list *libcni.NetworkConfigList) 
 			Warn("Ignoring duplicate network name; the first file in name order wins")
 		return nil
 	}
-	policy, perr := PolicyFromBytes(list.Bytes)
-	if perr != nil {
-		set.skipped = append(set.skipped, &ConfigError{File: file, Network: name, Err: perr})
+	over, oerr := OverridesFromBytes(list.Bytes)
+	if oerr != nil {
+		set.skipped = append(set.skipped, &ConfigError{File: file, Network: name, Err: oerr})
 		return nil
 	}
-	n := &Network{Name: name, File: file, List: list, Policy: policy}
+	n := &Network{Name: name, File: file, List: list, Overrides: over}
 	set.byName[name] = n
 	return n
 }

@@ -11,10 +11,12 @@ import (
 // Network is one loaded, validated network. It belongs to a [Set] and,
 // like it, never changes: read it, do not modify it or its list.
 type Network struct {
-	Name   string
-	File   string // the config file it was loaded from
-	List   *libcni.NetworkConfigList
-	Policy TeardownPolicy // empty: the manager's default
+	Name string
+	File string // the config file it was loaded from
+	List *libcni.NetworkConfigList
+	// Overrides are what its config file sets over the manager's options:
+	// the teardown policy and the plugin timeouts.
+	Overrides
 }
 
 // Set is one immutable snapshot of the loaded networks: the networks by

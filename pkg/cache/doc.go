@@ -75,8 +75,12 @@
 // configs"), and ".spare-*" are records that RemoveOrder retired and
 // WriteOrder reuses as its temporary file, because creating a file costs
 // far more than renaming one on some file systems (see BENCHMARKS.md,
-// "Reused record files"). A Cache keeps at most 32 spares, and the first
-// WriteOrder of a Cache adopts or removes those an earlier process left.
+// "Figures behind design choices"). A Cache keeps at most 32 spares, and
+// the first WriteOrder of a Cache adopts or removes those an earlier
+// process left.
+// Every durable write holds a lock (flock) on its temporary file until the
+// file has its name, so that [Cache.RemoveTemps] removes the ones a crash
+// left, records' and saved configs', and never one being written.
 //
 // # Saved configs
 //

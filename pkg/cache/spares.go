@@ -22,9 +22,9 @@ const maxSpares = 32
 // [Cache.WriteOrder] can reuse them instead of creating a file. Every pod
 // setup writes a record and its teardown removes it, and creating a file
 // costs far more than renaming one on some file systems (see
-// BENCHMARKS.md, "Reused record files"). A spare is written under its own
-// name and only then renamed into place, so a reader still sees the old
-// record or the new one, never a spare's stale content.
+// BENCHMARKS.md, "Figures behind design choices"). A spare is written
+// under its own name and only then renamed into place, so a reader still
+// sees the old record or the new one, never a spare's stale content.
 //
 // A spare that vanished (another Cache adopted it) only costs a fallback
 // to creating a file.

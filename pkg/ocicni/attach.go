@@ -29,7 +29,6 @@ type attacher struct {
 
 // setupOptions are the options a setup reads.
 type setupOptions struct {
-	argsAsGiven     bool     // see WithArgsAsGiven
 	netns           NetNSOps // brings lo up
 	rollbackTimeout time.Duration
 }
@@ -58,11 +57,11 @@ func (a *attacher) setUp(ctx context.Context, pod PodNetwork) (_ []NetResult, er
 		if n, set, err = a.lookup(ctx, set, att.Name); err != nil {
 			return nil, err
 		}
-		rt, err := buildRuntimeConf(&pod, att, a.opts.argsAsGiven)
+		p, err := a.loadedPlan(&pod, att, n)
 		if err != nil {
 			return nil, err
 		}
-		plans = append(plans, &plan{NetAttachment: att, id: pod.ID, list: n.List, rt: rt, policy: n.Policy})
+		plans = append(plans, p)
 	}
 
 	lease, err := a.lease(ctx, pod.ID, false)
@@ -161,7 +160,9 @@ func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, h
 		if i == 0 {
 			actx = pluginexec.WithGate(actx, gate)
 		}
+		actx, cancel := bounded(actx, p.Name, "ADD", p.timeouts.Add)
 		res, err := a.cni.add(actx, p.list, p.rt)
+		cancel()
 		if i == 0 {
 			// Nothing is attached unless lo is up and the record written;
 			// the work is bounded, so it is waited for whatever ctx does.

@@ -118,6 +118,7 @@ func TestConfigSelection(t *testing.T) {
 				"05-badver.conflist":  conflist("badver", "x.y", "good"),
 				"06-notype.conf":      `{"cniVersion":"1.0.0","name":"notype"}`,
 				"07-policy.conflist":  `{"cniVersion":"1.0.0","name":"pol","ocicni.teardownPolicy":"maybe","plugins":[{"type":"good"}]}`,
+				"08-timeout.conflist": `{"cniVersion":"1.0.0","name":"tmo","ocicni.timeouts":{"del":"ten"},"plugins":[{"type":"good"}]}`,
 				"50-ok.conflist":      conflist("ok", "1.0.0", "good"),
 			},
 			wantDefault: "ok", wantNets: []string{"ok"},
@@ -130,6 +131,7 @@ func TestConfigSelection(t *testing.T) {
 				"05-badver.conflist":  ErrInvalidConfig,
 				"06-notype.conf":      ErrInvalidConfig,
 				"07-policy.conflist":  ErrInvalidConfig,
+				"08-timeout.conflist": ErrInvalidConfig,
 			},
 		},
 		{

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
@@ -40,12 +42,17 @@ type crashJob struct {
 	ConfDir, CacheDir, BinDir string
 	Verb                      string // "setup" or "teardown"
 	Pod                       PodNetwork
+	// PauseInConfigSave stops the first write of a saved config once it
+	// holds its temporary file: the helper prints helperPaused and the
+	// file's path, and goes on at SIGUSR1.
+	PauseInConfigSave bool
 }
 
 // Lines the helper prints on its stdout.
 const (
-	helperReady = "crash-helper: ready"
-	helperDone  = "crash-helper: done: "
+	helperReady  = "crash-helper: ready"
+	helperDone   = "crash-helper: done: "
+	helperPaused = "crash-helper: paused in a config save: "
 )
 
 // TestCrashHelper is the process that TestCrashRecovery kills: it creates
@@ -64,6 +71,9 @@ func TestCrashHelper(t *testing.T) {
 	m, err := New(WithConfDir(job.ConfDir), WithBinDirs(job.BinDir), WithCacheDir(job.CacheDir),
 		WithoutWatcher(), WithLogger(logrus.NewEntry(logger)))
 	require.NoError(t, err)
+	if job.PauseInConfigSave {
+		pauseInConfigSave(m.diskCache().ConfigsDir())
+	}
 	fmt.Println(helperReady)
 	ctx := context.Background()
 	switch job.Verb {
@@ -79,6 +89,24 @@ func TestCrashHelper(t *testing.T) {
 	sigs, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	<-sigs.Done()
+}
+
+// pauseInConfigSave makes the first durable write into dir (a saved
+// config's) stop once it holds its temporary file, until SIGUSR1.
+func pauseInConfigSave(dir string) {
+	var once sync.Once
+	fsutil.TestHookTempHeld = func(path string) {
+		if filepath.Dir(path) != dir {
+			return
+		}
+		once.Do(func() {
+			resume := make(chan os.Signal, 1)
+			signal.Notify(resume, syscall.SIGUSR1)
+			defer signal.Stop(resume)
+			fmt.Printf("%s%s\n", helperPaused, path)
+			<-resume
+		})
+	}
 }
 
 // crashCase is one kill, drawn from the seeded RNG.

@@ -40,7 +40,7 @@ func startHelper(t *testing.T, job crashJob) *helper {
 	cmd.Env = append(os.Environ(), crashHelperEnv+"="+string(raw), testenv.PluginDirEnv+"="+pluginDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	h := &helper{
-		cmd: cmd, out: &helperOutput{ready: make(chan struct{}), done: make(chan struct{})},
+		cmd: cmd, out: &helperOutput{ready: make(chan struct{}), done: make(chan struct{}), paused: make(chan struct{})},
 		errBuf: &syncBuffer{}, exited: make(chan struct{}),
 	}
 	cmd.Stdout, cmd.Stderr = h.out, h.errBuf
@@ -81,6 +81,36 @@ func (h *helper) waitFor(t *testing.T, cond func() bool) {
 		case <-time.After(time.Millisecond): // poll the call log
 		}
 	}
+}
+
+// waitPaused waits until the helper stopped its config save (see
+// crashJob.PauseInConfigSave), and returns the save's temporary file.
+func (h *helper) waitPaused(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-h.out.paused:
+	case <-h.exited:
+		require.FailNow(t, "the helper exited before its config save", h.stderr())
+	case <-time.After(crashWait):
+		require.FailNow(t, "the helper's config save never started", h.stderr())
+	}
+	h.out.mu.Lock()
+	defer h.out.mu.Unlock()
+	return h.out.temp
+}
+
+// waitDone waits until the helper finished its job, and returns the
+// job's error as it printed it ("<nil>" for none).
+func (h *helper) waitDone(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-h.out.done:
+	case <-h.exited:
+		require.FailNow(t, "the helper exited before it finished", h.stderr())
+	case <-time.After(crashWait):
+		require.FailNow(t, "the helper did not finish", h.stderr())
+	}
+	return h.out.result()
 }
 
 func (h *helper) finished() bool {
@@ -189,10 +219,11 @@ func sessionMembers(t *testing.T, sid int) []int {
 
 // helperOutput watches the helper's stdout for its ready and done lines.
 type helperOutput struct {
-	mu          sync.Mutex // guards buf, res and the closing of the channels
-	buf         bytes.Buffer
-	res         string
-	ready, done chan struct{}
+	mu                  sync.Mutex // guards buf, res, temp and the closing of the channels
+	buf                 bytes.Buffer
+	res                 string
+	temp                string // the temporary file of the paused config save
+	ready, done, paused chan struct{}
 }
 
 func (o *helperOutput) Write(p []byte) (int, error) {
@@ -208,6 +239,9 @@ func (o *helperOutput) Write(p []byte) (int, error) {
 		case strings.HasPrefix(line, helperDone) && !isClosed(o.done):
 			o.res = strings.TrimPrefix(line, helperDone)
 			close(o.done)
+		case strings.HasPrefix(line, helperPaused) && !isClosed(o.paused):
+			o.temp = strings.TrimPrefix(line, helperPaused)
+			close(o.paused)
 		}
 	}
 	return len(p), nil

@@ -260,6 +260,20 @@
 // the GC verbs, which pod operations wait for, do not. GC also paces its
 // DELs while pods are set up (see "Status and GC").
 //
+// A network's plugin runs for one verb may have a bound of their own
+// ([Timeouts]): the top-level key [TimeoutsKey] of its config file, for
+// example "ocicni.timeouts": {"add": "30s", "del": "10s", "check": "5s"},
+// or [WithNetworkTimeouts] for every network that does not set the verb
+// itself. The bound covers all the plugins of the list for one attachment,
+// and the shorter of it and the caller's deadline applies. Runs that the
+// bound ends fail with a [*TimeoutError] (which matches
+// context.DeadlineExceeded): a timed-out ADD is rolled back like any
+// failed one, a timed-out DEL is [RetryLater] and healing retries it, a
+// timed-out CHECK fails the status. The bound travels with the config: a
+// teardown from the config cached at ADD uses that config's key. A value
+// that is not a Go duration above zero, or an unknown verb, skips the file
+// with a [ConfigError].
+//
 // # Teardown semantics
 //
 //   - Every attachment gets its DEL, even after earlier ones failed.
@@ -508,10 +522,14 @@
 // not at all: the dropped entries wait in <cache dir>/ocicni/aside with
 // the record being written, and a commit that a crash cut short is
 // finished or undone when its sandbox is next locked, when an engine
-// starts, and before GC. [cache] keeps the order records outside
-// libcni's results directory and, on Linux, an index of that directory's
-// names current through inotify ([cache.Cache.IndexResults]), so that a
-// full node's teardowns cost what an empty node's do.
+// starts, and before GC. Every durable write (a record, a saved config)
+// holds a lock on its temporary file until the file has its name, so
+// that an engine's start and GC remove the temporary files a crash left,
+// and never one that a write in flight, of any process, holds. [cache]
+// keeps the order records outside libcni's results directory and, on
+// Linux, an index of that directory's names current through inotify
+// ([cache.Cache.IndexResults]), so that a full node's teardowns cost what
+// an empty node's do.
 //
 // # Observability
 //

@@ -1,8 +1,10 @@
 package ocicni
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/guard"
@@ -215,6 +217,23 @@ func (e *NetworkError) Error() string {
 }
 
 func (e *NetworkError) Unwrap() error { return e.Err }
+
+// TimeoutError reports plugin runs that a network's own timeout for the
+// verb ended (see [Timeouts]), not the caller's deadline. It matches
+// context.DeadlineExceeded with errors.Is, so a DEL it ended is retried
+// like any other that ran out of time.
+type TimeoutError struct {
+	Network string
+	Verb    string // ADD, DEL or CHECK
+	Timeout time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("ocicni: network %q: %s took longer than its timeout of %v (%s or WithNetworkTimeouts)",
+		e.Network, e.Verb, e.Timeout, TimeoutsKey)
+}
+
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // SetupError is returned when a SetUpPod fails. Err is the failure of
 // the attachment that stopped setup (a *NetworkError for a plugin failure).

@@ -3,6 +3,7 @@ package ocicni
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,8 +96,8 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 }
 
 func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, pluginexec.NotStarted(err, pluginPath)
+	if ctx.Err() != nil {
+		return nil, pluginexec.NotStarted(ctxErr(ctx), pluginPath)
 	}
 	ictx := pluginexec.WithNetNS(ctx, e.home)
 	if inBackground(ctx, environ) {
@@ -104,9 +105,31 @@ func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byt
 	}
 	out, err := e.inner.ExecPlugin(ictx, pluginPath, stdinData, environ)
 	if err != nil && ctx.Err() != nil {
-		return out, fmt.Errorf("%w: %w", ctx.Err(), err)
+		return out, fmt.Errorf("%w: %w", ctxErr(ctx), err)
 	}
 	return out, err
+}
+
+// ctxErr is the error of ctx, which has ended: the *TimeoutError of the
+// network's timeout that ended it (see bounded), else ctx.Err(). (Not
+// context.Cause alone: a caller's own cause need not match
+// context.Canceled, which marks a DEL to retry.)
+func ctxErr(ctx context.Context) error {
+	var te *TimeoutError
+	if errors.As(context.Cause(ctx), &te) {
+		return te
+	}
+	return ctx.Err()
+}
+
+// bounded returns ctx bounded by a network's timeout for verb (see
+// [Timeouts]; 0: none), the shorter of it and ctx's own deadline. A
+// plugin run that the bound ends fails with a *TimeoutError (see run).
+func bounded(ctx context.Context, network, verb string, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, d, &TimeoutError{Network: network, Verb: verb, Timeout: d})
 }
 
 // PluginRun describes one plugin run, as reported to a [PluginHook].

@@ -23,7 +23,7 @@ type gcPace struct {
 // node any CPU they use slows the setups beside them, whatever their
 // priority; only not running does not. A rest of 3 keeps setups during
 // GC within their targets, and a longer one only made GC longer (see
-// BENCHMARKS.md, "GC pacing and workers").
+// BENCHMARKS.md, "Figures behind design choices").
 var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 
 // gcSandboxHook is nil outside tests. A _test.go file sets it, before any

@@ -72,9 +72,7 @@ func (v *validSet) addAll(id string, inv *inventory) {
 // no lock: what it reads may change before the DELs run, which recheck
 // under each container's lock.
 func (c *collector) planGC(validPods []*PodNetwork, set *networkSet, watch *setupWatch, log *logrus.Entry) (*gcPlan, []error) {
-	if err := c.store.led.RecoverCommits(); err != nil {
-		log.WithError(err).Warn("Cannot list the record changes that a crash cut short; the next GC tries again")
-	}
+	c.store.recover(log, "the next GC")
 	n, errs := c.store.scanNode()
 	var strays []string // only from a complete listing
 	if len(errs) == 0 {

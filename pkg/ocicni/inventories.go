@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -24,6 +26,20 @@ type nodeScan struct {
 	listing cache.Listing
 	byID    map[string][]*cache.Entry // the readable entries, by container
 	recs    *records
+}
+
+// recover repairs what a crash left on the node (see [ledger.Ledger.Recover]):
+// at the engine's start, and before GC reads the node. next says when it
+// is tried again after a failure.
+func (st *sandboxStore) recover(log *logrus.Entry, next string) {
+	removed, err := st.led.Recover()
+	if len(removed) > 0 {
+		log.WithFields(logrus.Fields{"files": len(removed), "first": removed[0]}).
+			Info("Removed the temporary files of writes that a crash cut short")
+	}
+	if err != nil {
+		log.WithError(err).Warn("Cannot repair all that a crash left (record changes cut short, temporary files); " + next + " tries again")
+	}
 }
 
 // scanNode reads the node's cache dir once (see [nodeScan]). It returns

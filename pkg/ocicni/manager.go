@@ -99,7 +99,7 @@ func New(opts ...Option) (*Manager, error) {
 	m := &Manager{
 		e: e, teardown: td,
 		setup: &attacher{engine: e, detach: td, opts: setupOptions{
-			argsAsGiven: o.argsAsGiven, netns: o.netns, rollbackTimeout: o.rollbackTimeout,
+			netns: o.netns, rollbackTimeout: o.rollbackTimeout,
 		}},
 		gc: &collector{engine: e, detach: td, opts: gcOptions{
 			binDirs: o.binDirs, gcScope: o.gcScope, configGrace: o.configGrace, gcPace: o.gcPace, gcWorkers: o.gcWorkers,
@@ -117,9 +117,7 @@ func New(opts ...Option) (*Manager, error) {
 	if err := led.Open(); err != nil {
 		e.log.WithError(err).Debug("Listing the CNI results directory for every sandbox")
 	}
-	if err := led.RecoverCommits(); err != nil {
-		e.log.WithError(err).Warn("Cannot list the record changes that a crash cut short; GC tries again")
-	}
+	e.store.recover(e.log, "GC")
 	if !o.heal.Disabled {
 		m.wg.Add(1)
 		go func() {

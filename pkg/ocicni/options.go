@@ -36,6 +36,21 @@ const (
 // example "ocicni.teardownPolicy": "tolerant".
 const TeardownPolicyKey = netconf.TeardownPolicyKey
 
+// Timeouts bound a network's plugin runs for each verb: all the plugins
+// of its list, for one ADD, DEL or CHECK of one attachment; zero is no
+// bound of its own. [WithNetworkTimeouts] sets the manager's default, and
+// a network's config file may set its own with [TimeoutsKey], verb by
+// verb. The shorter of the bound and the caller's deadline ends the runs;
+// one that the bound ends fails with a [*TimeoutError].
+type Timeouts = netconf.Timeouts
+
+// TimeoutsKey is the top-level key of a network configuration file that
+// sets the network's [Timeouts], for example
+// "ocicni.timeouts": {"add": "30s", "del": "10s", "check": "5s"}: Go
+// durations above zero, each verb optional. A file with an invalid value
+// is skipped with a [ConfigError] that names it.
+const TimeoutsKey = netconf.TimeoutsKey
+
 // MaxConfigFileSize is the largest network configuration file the manager
 // reads, and the largest plugin configuration file in a network's
 // sub-folder. A larger file is skipped with a [ConfigError] that wraps
@@ -61,6 +76,7 @@ type options struct {
 	exec            invoke.Exec
 	netns           NetNSOps
 	policy          TeardownPolicy
+	timeouts        Timeouts // every network's, unless its config sets its own
 	rollbackTimeout time.Duration
 	debounce        time.Duration
 	delStopAtCode3  bool    // libcni's list DEL only; see WithDELStopAtUnknownContainer
@@ -231,6 +247,22 @@ func WithTeardownPolicy(p TeardownPolicy) Option {
 	}
 }
 
+// WithNetworkTimeouts sets the default [Timeouts] of every network's
+// plugin runs; a network's config may set its own with [TimeoutsKey],
+// verb by verb. By default there is none: only the caller's deadline
+// bounds ADD, DEL and CHECK. A timed-out ADD is rolled back like any
+// failed one, and a timed-out DEL is retried in the background (see
+// [HealPolicy]) like any failed one.
+func WithNetworkTimeouts(t Timeouts) Option {
+	return func(o *options) error {
+		if err := t.Valid(); err != nil {
+			return fmt.Errorf("%w: network timeouts: %w", ErrInvalidArgument, err)
+		}
+		o.timeouts = t
+		return nil
+	}
+}
+
 // WithRollbackTimeout bounds the DELs that undo a failed setup. They run
 // even when the caller's context has expired. The default is one minute.
 func WithRollbackTimeout(d time.Duration) Option {
@@ -266,9 +298,10 @@ func WithReloadDebounce(d time.Duration) Option {
 // may use, at least 2 and at most 8. A stale DEL is mostly plugin start-up
 // (three Go binaries for bridge, host-local and portmap), so it is bound by
 // CPU: more workers shorten GC until the CPUs are busy (see BENCHMARKS.md,
-// "GC pacing and workers"). DELs of one network also queue on IPAM locks
-// such as host-local's, so more workers than CPUs buy little. The default
-// favours a GC that ends within a runtime's deadline (CRI-O gives it 30 s).
+// "Figures behind design choices"). DELs of one network also queue on
+// IPAM locks such as host-local's, so more workers than CPUs buy little.
+// The default favours a GC that ends within a runtime's deadline (CRI-O
+// gives it 30 s).
 func defaultGCWorkers() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
 
 // WithGCWorkers sets how many stale sandboxes [Manager.GC] deletes in

@@ -20,7 +20,10 @@ type plan struct {
 	id     string                    // container ID
 	list   *libcni.NetworkConfigList // nil: neither loaded nor cached
 	rt     *libcni.RuntimeConf
-	policy TeardownPolicy
+	policy TeardownPolicy // the network's own; "": the manager's default
+	// timeouts bound its verbs' plugin runs: the network's own, over the
+	// manager's default (see [Timeouts]).
+	timeouts Timeouts
 	// file is the cache file the inventory planned from: the accepted
 	// entry or the corrupt file; "" when only the record or the request
 	// names the attachment.
@@ -60,10 +63,11 @@ func (e *engine) planFor(pod *PodNetwork, netns string, s *knownAttachment, set 
 	if netns == "" {
 		netns = e.storedNetNS(s, plog)
 	}
+	var over netconf.Overrides
 	if e := s.entry; e != nil {
-		list, policy, err := cachedList(e.Config, s.Name, e.Path, set)
+		list, o, err := cachedList(e.Config, s.Name, e.Path, set)
 		if err == nil {
-			p.list, p.policy = list, policy
+			p.list, over = list, o
 			p.rt = &libcni.RuntimeConf{
 				ContainerID:    pod.ID,
 				NetNS:          netns,
@@ -77,13 +81,13 @@ func (e *engine) planFor(pod *PodNetwork, netns string, s *knownAttachment, set 
 		}
 	}
 	if p.list == nil {
-		list, policy := e.savedList(pod.ID, s, set, plog)
+		list, o := e.savedList(pod.ID, s, set, plog)
 		if list == nil {
 			n := set.Network(s.Name)
 			if n == nil {
 				return p, nil
 			}
-			list, policy = n.List, n.Policy
+			list, o = n.List, n.Overrides
 		}
 		q := *pod
 		q.NetNS = netns
@@ -91,10 +95,31 @@ func (e *engine) planFor(pod *PodNetwork, netns string, s *knownAttachment, set 
 		if err != nil {
 			return nil, err
 		}
-		p.list, p.rt, p.policy = list, rt, policy
+		p.list, p.rt, over = list, rt, o
 	}
+	e.applyOverrides(p, over)
 	s.applyCacheRule(p, plog)
 	return p, nil
+}
+
+// loadedPlan builds the ADD plan of attachment att of pod on the loaded
+// network n.
+func (e *engine) loadedPlan(pod *PodNetwork, att NetAttachment, n *network) (*plan, error) {
+	rt, err := buildRuntimeConf(pod, att, e.opts.argsAsGiven)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{NetAttachment: att, id: pod.ID, list: n.List, rt: rt}
+	e.applyOverrides(p, n.Overrides)
+	return p, nil
+}
+
+// applyOverrides sets what the network's config overrides of the
+// manager's options in p: its teardown policy (the default applies when
+// the outcome is settled) and its timeouts, the default's where it sets
+// none.
+func (e *engine) applyOverrides(p *plan, over netconf.Overrides) {
+	p.policy, p.timeouts = over.Policy, over.Timeouts.Or(e.opts.timeouts)
 }
 
 // storedNetNS returns the netns path stored for an attachment, in its cache
@@ -137,36 +162,37 @@ func recNetNS(a *cache.Attachment) string {
 
 // savedList returns the config saved with the attachment's order record,
 // or nil when there is none or it cannot be used (logged).
-func (e *engine) savedList(id string, s *knownAttachment, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, TeardownPolicy) {
+func (e *engine) savedList(id string, s *knownAttachment, set *networkSet, plog func() *logrus.Entry) (*libcni.NetworkConfigList, netconf.Overrides) {
 	if s.rec == nil || s.rec.Config == "" {
-		return nil, ""
+		return nil, netconf.Overrides{}
 	}
 	b, err := e.store.led.ReadConfig(id, s.rec.Config)
 	if err == nil {
-		list, policy, perr := cachedList(b, s.Name, "saved config "+s.rec.Config, set)
+		list, over, perr := cachedList(b, s.Name, "saved config "+s.rec.Config, set)
 		if perr == nil {
-			return list, policy
+			return list, over
 		}
 		err = perr
 	}
 	plog().WithField("config", s.rec.Config).WithError(err).Warn("Saved config unusable; falling back to the loaded config")
-	return nil, ""
+	return nil, netconf.Overrides{}
 }
 
-// cachedList returns the config list and teardown policy stored in a
-// cache entry of network name. When the entry holds the very bytes of the
-// loaded config, as it does unless the file changed since the ADD, the
-// loaded list is used and nothing is parsed again.
-func cachedList(b []byte, name, file string, set *networkSet) (*libcni.NetworkConfigList, TeardownPolicy, error) {
+// cachedList returns the config list stored in a cache entry of network
+// name, and what it overrides of the manager's options. When the entry
+// holds the very bytes of the loaded config, as it does unless the file
+// changed since the ADD, the loaded list is used and nothing is parsed
+// again.
+func cachedList(b []byte, name, file string, set *networkSet) (*libcni.NetworkConfigList, netconf.Overrides, error) {
 	if n := set.Network(name); n != nil && bytes.Equal(n.List.Bytes, b) {
-		return n.List, n.Policy, nil
+		return n.List, n.Overrides, nil
 	}
 	list, err := guard.Value("libcni config parsing", file, func() (*libcni.NetworkConfigList, error) { return listFromCache(b, name) })
 	if err != nil {
-		return nil, "", err
+		return nil, netconf.Overrides{}, err
 	}
-	policy, _ := netconf.PolicyFromBytes(b) // a bad key in a cached config means the default
-	return list, policy, nil
+	over, _ := netconf.OverridesFromBytes(b) // a bad key in a cached config means the defaults
+	return list, over, nil
 }
 
 // listFromCache parses the config bytes stored in a cache entry of network

@@ -2,6 +2,7 @@ package ocicni
 
 import (
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
@@ -12,13 +13,13 @@ import (
 
 // TestCachedList checks that teardown reuses the loaded list only when
 // the cache entry holds its very bytes, and otherwise runs DEL with the
-// config the ADD ran with, policy included.
+// config the ADD ran with, its overrides (policy, timeouts) included.
 func TestCachedList(t *testing.T) {
 	t.Parallel()
 	loadedBytes := []byte(`{"cniVersion":"1.0.0","name":"net","ocicni.teardownPolicy":"tolerant","plugins":[{"type":"bridge"}]}`)
 	loaded, err := libcni.NetworkConfFromBytes(loadedBytes)
 	require.NoError(t, err)
-	set := netconf.NewSet("", "", &network{Name: "net", List: loaded, Policy: Tolerant})
+	set := netconf.NewSet("", "", &network{Name: "net", List: loaded, Overrides: netconf.Overrides{Policy: Tolerant}})
 
 	tests := []struct {
 		name       string
@@ -26,10 +27,10 @@ func TestCachedList(t *testing.T) {
 		network    string
 		wantLoaded bool
 		wantTypes  []string
-		wantPolicy TeardownPolicy
+		wantOver   netconf.Overrides
 		wantErr    bool
 	}{
-		{name: "same bytes reuse the loaded list", cached: string(loadedBytes), network: "net", wantLoaded: true, wantTypes: []string{"bridge"}, wantPolicy: Tolerant},
+		{name: "same bytes reuse the loaded list", cached: string(loadedBytes), network: "net", wantLoaded: true, wantTypes: []string{"bridge"}, wantOver: netconf.Overrides{Policy: Tolerant}},
 		{
 			name:      "file changed since ADD: the cached config runs",
 			cached:    `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap"}]}`,
@@ -37,11 +38,17 @@ func TestCachedList(t *testing.T) {
 			wantTypes: []string{"bridge", "portmap"},
 		},
 		{
-			name:       "network no longer loaded",
-			cached:     `{"cniVersion":"1.0.0","name":"gone","ocicni.teardownPolicy":"strict","plugins":[{"type":"ptp"}]}`,
-			network:    "gone",
-			wantTypes:  []string{"ptp"},
-			wantPolicy: Strict,
+			name:      "network no longer loaded",
+			cached:    `{"cniVersion":"1.0.0","name":"gone","ocicni.teardownPolicy":"strict","ocicni.timeouts":{"del":"2s"},"plugins":[{"type":"ptp"}]}`,
+			network:   "gone",
+			wantTypes: []string{"ptp"},
+			wantOver:  netconf.Overrides{Policy: Strict, Timeouts: Timeouts{Del: 2 * time.Second}},
+		},
+		{
+			name:      "a bad key in a cached config: the defaults",
+			cached:    `{"cniVersion":"1.0.0","name":"gone","ocicni.timeouts":{"del":"ten"},"plugins":[{"type":"ptp"}]}`,
+			network:   "gone",
+			wantTypes: []string{"ptp"},
 		},
 		{name: "cached config names another network", cached: string(loadedBytes), network: "other", wantErr: true},
 		{name: "plugin type that leaves the bin dir", cached: `{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"../bridge"}]}`, network: "x", wantErr: true},
@@ -49,7 +56,7 @@ func TestCachedList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			list, policy, err := cachedList([]byte(tt.cached), tt.network, "entry", set)
+			list, over, err := cachedList([]byte(tt.cached), tt.network, "entry", set)
 			if tt.wantErr {
 				require.Error(t, err)
 				return
@@ -65,7 +72,7 @@ func TestCachedList(t *testing.T) {
 				types = append(types, p.Network.Type)
 			}
 			assert.Equal(t, tt.wantTypes, types)
-			assert.Equal(t, tt.wantPolicy, policy)
+			assert.Equal(t, tt.wantOver, over)
 		})
 	}
 }

@@ -132,7 +132,10 @@ func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry
 			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
-			if err := ck.cni.check(withNetwork(ctx, p.list.Name), p.list, p.rt); err != nil {
+			cctx, cancel := bounded(withNetwork(ctx, p.list.Name), p.Name, "CHECK", p.timeouts.Check)
+			err := ck.cni.check(cctx, p.list, p.rt)
+			cancel()
+			if err != nil {
 				return nil, err
 			}
 		}

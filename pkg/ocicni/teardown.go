@@ -162,6 +162,8 @@ func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Ent
 // cache entry (see [PanicError]), the entry is handled as corrupt: DEL
 // runs again without it, and the file stays until a DEL succeeds.
 func (d *detacher) del(ctx context.Context, p *plan, plog func() *logrus.Entry) error {
+	ctx, cancel := bounded(ctx, p.Name, "DEL", p.timeouts.Del)
+	defer cancel()
 	err := d.cni.del(ctx, p.list, p.rt, p.useCache)
 	var pe *PanicError
 	if p.useCache && errors.As(err, &pe) {

@@ -86,13 +86,16 @@ func TestErrors(t *testing.T) {
 	}{
 		{"empty", func(*testing.T, string) {}, "no <runtime>/<side>/<round>/p<n>.json"},
 		{"one side", func(t *testing.T, dir string) {
+			t.Helper()
 			write(t, dir, "crio/lib/r1/p1.json", []int64{1}, []int64{1})
 		}, `need both "lib" and "stock"`},
 		{"corrupt", func(t *testing.T, dir string) {
+			t.Helper()
 			require.NoError(t, os.MkdirAll(filepath.Join(dir, "crio/lib/r1"), 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "crio/lib/r1/p1.json"), []byte("{"), 0o600))
 		}, "p1.json"},
 		{"bad parallelism", func(t *testing.T, dir string) {
+			t.Helper()
 			write(t, dir, "crio/lib/r1/px.json", []int64{1}, []int64{1})
 		}, "is not a number"},
 	} {
