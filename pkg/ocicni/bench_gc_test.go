@@ -25,6 +25,9 @@ func (e *gcBenchEnv) hook(_ context.Context, r PluginRun) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if r.Verb == "GC" && e.firstVerb.IsZero() {
+		e.firstVerb = time.Now().Add(-r.Duration)
+	}
 	k := r.Verb + " " + r.Plugin
 	if e.execs[k] == nil {
 		e.execs[k] = &execStat{}

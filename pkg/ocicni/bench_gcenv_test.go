@@ -118,9 +118,10 @@ type gcBenchEnv struct {
 	nss                        []string     // one netns per setup worker
 	hold                       *benchGCHold // given to GC through its ctx in gcWithSetups
 
-	mu    sync.Mutex // guards the fields below
-	live  map[string]*PodNetwork
-	execs map[string]*execStat // by "VERB plugin", while GC runs
+	mu        sync.Mutex // guards the fields below
+	live      map[string]*PodNetwork
+	execs     map[string]*execStat // by "VERB plugin", while GC runs
+	firstVerb time.Time            // when the first GC verb began; zero before
 }
 
 type execStat struct {

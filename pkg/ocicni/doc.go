@@ -498,9 +498,14 @@
 // sandbox's DELs took before the next, unless that would let the DELs
 // left run past the context's deadline. On an idle node GC runs at full
 // speed. Only the GC verb runs with the gate held exclusively, so no ADD
-// runs while plugins collect. GC sends the verbs within 10 s; a network it
-// did not reach by then, or by the end of its context, gets an error
-// matching [ErrGCVerbsSkipped], and the next GC sends it the verb.
+// runs while plugins collect. When the context has a deadline and a
+// network gets the verb, the stale DELs leave a quarter of the time left
+// (at most 10 s) to the verbs: at that point the DELs in flight are cut
+// short and the others do not start, each a [RetryLater] outcome for the
+// next GC, so the verbs are sent however many sandboxes are stale. GC
+// sends the verbs within 10 s; a network it did not reach by then, or by
+// the end of its context, gets an error matching [ErrGCVerbsSkipped], and
+// the next GC sends it the verb.
 //
 // A sandbox whose setup was in flight when GC began, or began since, may
 // be missing from the valid pods: GC deletes nothing of it (checked again

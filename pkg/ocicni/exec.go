@@ -110,14 +110,15 @@ func (e managedExec) run(ctx context.Context, pluginPath string, stdinData []byt
 	return out, err
 }
 
-// ctxErr is the error of ctx, which has ended: the *TimeoutError of the
-// network's timeout that ended it (see bounded), else ctx.Err(). (Not
+// ctxErr is the error of ctx, which has ended: its cause when that says
+// more and still matches the context's error (a network's timeout, see
+// bounded; GC's reserve for its verbs), else ctx.Err(). (Not
 // context.Cause alone: a caller's own cause need not match
-// context.Canceled, which marks a DEL to retry.)
+// context.Canceled or context.DeadlineExceeded, which mark a DEL to
+// retry.)
 func ctxErr(ctx context.Context) error {
-	var te *TimeoutError
-	if errors.As(context.Cause(ctx), &te) {
-		return te
+	if cause := context.Cause(ctx); errors.Is(cause, ctx.Err()) {
+		return cause
 	}
 	return ctx.Err()
 }

@@ -51,7 +51,7 @@ func (c *collector) run(ctx context.Context, validPods []*PodNetwork) (_ []Outco
 	g, errs := c.planGC(validPods, set, watch, log)
 	log.WithFields(logrus.Fields{"staleSandboxes": len(g.stale), "validPods": len(g.validIDs)}).
 		Info("GC deletes stale attachments and leaves those of valid pods untouched")
-	outcomes, derrs := c.deleteStale(ctx, g.stale, watch, log)
+	outcomes, derrs := c.deleteStale(ctx, verbsReserved(ctx, time.Now(), len(gcTargets(set)) > 0), g.stale, watch, log)
 	errs = append(errs, derrs...)
 	errs = append(errs, c.gcVerbsExclusive(ctx, set, g, watch)...)
 	outcomes, err = slices.Concat(g.unplanned, outcomes), errors.Join(errs...)
@@ -63,6 +63,28 @@ func (c *collector) run(ctx context.Context, validPods []*PodNetwork) (_ []Outco
 	}
 	c.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
 	return outcomes, err
+}
+
+// gcVerbReserveMax bounds the part of a GC call's deadline that its
+// stale DELs leave to its GC verbs (see verbsReserved).
+const gcVerbReserveMax = 10 * time.Second
+
+// errGCVerbReserve is the cause of a stale DEL that GC cut short, or did
+// not start, to keep the rest of its deadline for its GC verbs.
+var errGCVerbReserve = fmt.Errorf("ocicni: GC kept the rest of its deadline for its GC verbs; the next GC deletes this: %w",
+	context.DeadlineExceeded)
+
+// verbsReserved returns when GC, starting at now under ctx, stops its
+// stale DELs so that its GC verbs (when there are any, verbs) still get
+// their turn before ctx's deadline, however many stale sandboxes there
+// are and however busy the node is: a quarter of the time left, at most
+// gcVerbReserveMax, is kept for them. Zero: no deadline to keep.
+func verbsReserved(ctx context.Context, now time.Time, verbs bool) time.Time {
+	dl, ok := ctx.Deadline()
+	if !ok || !verbs {
+		return time.Time{}
+	}
+	return dl.Add(-min(dl.Sub(now)/4, gcVerbReserveMax))
 }
 
 // gcVerbsBound bounds the GC verbs of one GC call, on top of the

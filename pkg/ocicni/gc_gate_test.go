@@ -5,12 +5,14 @@ package ocicni
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
@@ -211,4 +213,132 @@ func TestGCVerbsBound(t *testing.T) {
 		require.ErrorIs(t, byNet[n], context.DeadlineExceeded, n)
 	}
 	assert.Empty(t, e.calls("GC"))
+}
+
+// GC's stale DELs leave a quarter of its deadline, up to
+// gcVerbReserveMax, to its GC verbs, and nothing without a deadline or
+// without a network to send a verb to.
+func TestVerbsReserved(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // 0: none
+		verbs    bool
+		want     time.Duration // after now; 0: none
+	}{
+		{name: "CRI-O's 30 s", deadline: 30 * time.Second, verbs: true, want: 30*time.Second - 7500*time.Millisecond},
+		{name: "long deadline", deadline: 10 * time.Minute, verbs: true, want: 10*time.Minute - gcVerbReserveMax},
+		{name: "no verbs", deadline: 30 * time.Second},
+		{name: "no deadline", verbs: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, now.Add(tc.deadline))
+				defer cancel()
+			}
+			got := verbsReserved(ctx, now, tc.verbs)
+			if tc.want == 0 {
+				assert.True(t, got.IsZero(), "%v", got)
+				return
+			}
+			assert.Equal(t, now.Add(tc.want), got)
+		})
+	}
+}
+
+// A GC whose stale DELs cannot finish before its deadline (each hangs)
+// still sends its GC verbs before it, on an idle node and on one where
+// pods are set up and torn down without a pause: at the reserve the DELs
+// in flight are cut short and the others do not start, each a RetryLater
+// outcome that names the reserve, and nothing is lost: once the plugin
+// answers, the next GC deletes them.
+func TestGCKeepsTimeForItsVerbs(t *testing.T) {
+	t.Parallel()
+	for _, busy := range []bool{false, true} {
+		name := "idle node"
+		if busy {
+			name = "busy node"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newITEnv(t)
+			delHeld := testenv.NewBarrier(t)
+			e.addConf("neta", e.gcConflist("neta", nil, map[string]any{"del": delHeld.Behaviour(nil)}))
+			e.addConf("netb", e.gcConflist("netb", nil, nil))
+			// A short gate patience: the busy node's setups overlap
+			// without a pause, and GC holds them back for a while.
+			m := e.start(func(o *options) error {
+				o.gatePatience = locks.Patience{Idle: 100 * time.Millisecond, Hold: 200 * time.Millisecond}
+				return nil
+			})
+			ctx := e.ctx()
+			var stale []PodNetwork
+			for i := range 3 {
+				pod := e.pod(fmt.Sprintf("stale%d", i))
+				pod.Networks = []NetAttachment{{Name: "neta"}}
+				e.setUp(pod)
+				stale = append(stale, pod)
+			}
+
+			stop := make(chan struct{})
+			type cycles struct {
+				n   int
+				err error
+			}
+			workers := make(chan cycles, 2)
+			if busy {
+				for w := range 2 {
+					go func() {
+						n, err := podCycles(ctx, e, m, fmt.Sprintf("w%d", w), stop)
+						workers <- cycles{n, err}
+					}()
+				}
+			}
+			gcCtx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			outcomes, err := m.GCOutcomes(gcCtx, []*PodNetwork{})
+			close(stop)
+			if busy {
+				for range 2 {
+					w := <-workers
+					require.NoError(t, w.err)
+					assert.Positive(t, w.n, "pods were set up and torn down while GC ran")
+				}
+			}
+			require.NotErrorIs(t, err, ErrGCVerbsSkipped, "both networks got their verb")
+			assert.ElementsMatch(t, []string{"neta", "netb"}, e.callNetworks("GC"))
+			require.Len(t, outcomes, 3, "one per stale sandbox")
+			for _, o := range outcomes {
+				assert.Equal(t, RetryLater, o.Class, o.ContainerID)
+				require.ErrorIs(t, o.Err, errGCVerbReserve, o.ContainerID)
+			}
+			delHeld.Release(t)
+			require.NoError(t, m.GC(ctx, []*PodNetwork{}), "the next GC")
+			for _, pod := range stale {
+				e.assertClean(pod, "neta")
+			}
+		})
+	}
+}
+
+// podCycles sets pods up on netb and tears them down, one after the
+// other, until stop closes, and returns how many it set up.
+func podCycles(ctx context.Context, e *itEnv, m *Manager, tag string, stop <-chan struct{}) (int, error) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return i, nil
+		default:
+		}
+		pod := PodNetwork{Name: tag, Namespace: "test", UID: tag, ID: fmt.Sprintf("ctr-%s-%d", tag, i), NetNS: testenv.NewNS(e.t)}
+		pod.Networks = []NetAttachment{{Name: "netb"}}
+		if _, err := m.SetUpPodWithContext(ctx, pod); err != nil {
+			return i, err
+		}
+		if err := m.TearDownPodWithContext(ctx, pod); err != nil {
+			return i, err
+		}
+	}
 }

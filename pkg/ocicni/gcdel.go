@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -16,10 +17,18 @@ import (
 // its own lock (see [collector.deleteStaleContainer]), so no two operations
 // ever run for the same container, while different containers proceed in
 // parallel as the spec allows, unless pods are being set up meanwhile
-// (see gcPacer). Outcomes and errors come back in planning
-// order: for each container, the failures planning found, then its DELs in
-// the order they ran.
-func (c *collector) deleteStale(ctx context.Context, stale []*staleContainer, watch *setupWatch, log *logrus.Entry) ([]Outcome, []error) {
+// (see gcPacer). At until (unless zero) the DELs in flight are cut short
+// and no other starts: each gets a RetryLater outcome, and the next GC
+// deletes them (see verbsReserved). Outcomes and errors come back in
+// planning order: for each container, the failures planning found, then
+// its DELs in the order they ran.
+func (c *collector) deleteStale(ctx context.Context, until time.Time, stale []*staleContainer, watch *setupWatch, log *logrus.Entry,
+) ([]Outcome, []error) {
+	if !until.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, until, errGCVerbReserve)
+		defer cancel()
+	}
 	outcomes := make([][]Outcome, len(stale))
 	errs := make([][]error, len(stale))
 	next := make(chan int)
@@ -30,9 +39,12 @@ func (c *collector) deleteStale(ctx context.Context, stale []*staleContainer, wa
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				pacer.run(ctx, len(stale)-i, func() {
+				ran := ctx.Err() == nil && pacer.run(ctx, len(stale)-i, func() {
 					outcomes[i], errs[i] = c.deleteStaleContainer(ctx, stale[i], watch, log)
 				})
+				if !ran { // ctx ended first: the caller's, or GC's reserve for its verbs
+					outcomes[i], errs[i] = notAcquired(stale[i], ctxErr(ctx))
+				}
 			}
 		}()
 	}

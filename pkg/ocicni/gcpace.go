@@ -65,22 +65,20 @@ func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker) *gcPacer
 
 // run runs del, the DELs of one stale sandbox, with left sandboxes (this
 // one included) not yet started: at once when the node sets no pods up,
-// else in its turn and followed by a rest. When ctx ends while del waits
-// for its turn, del runs at once: it cannot take the sandbox's locks then,
-// and reports that.
-func (p *gcPacer) run(ctx context.Context, left int, del func()) {
+// else in its turn and followed by a rest. It reports false, del not run,
+// when ctx ends while del waits for its turn.
+func (p *gcPacer) run(ctx context.Context, left int, del func()) bool {
 	if gcSandboxHook != nil {
 		defer gcSandboxHook(ctx)()
 	}
 	if p.pace.rest <= 0 || !p.setups.busy(p.pace.window) {
 		del()
-		return
+		return true
 	}
 	select {
 	case p.turn <- struct{}{}:
 	case <-ctx.Done():
-		del()
-		return
+		return false
 	}
 	defer func() { <-p.turn }()
 	start := time.Now()
@@ -89,6 +87,7 @@ func (p *gcPacer) run(ctx context.Context, left int, del func()) {
 	if p.setups.busy(p.pace.window) {
 		bgwork.Sleep(ctx, p.restAfter(now.Sub(start), left, now))
 	}
+	return true
 }
 
 // restAfter returns how long to rest at now after DELs that took took,

@@ -251,7 +251,8 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 // with, or one that cannot be planned: Failed), and then its DELs in the
 // order they ran (Deleted, AlreadyGone, RetryLater, Failed, Orphaned or
 // NoConfig; RetryLater with ctx's error for each when ctx ended before GC
-// held the container's lock). An outcome is a failure exactly when
+// held the container's lock, or when GC kept the rest of ctx's deadline
+// for its GC verbs: see the package doc, "Status and GC"). An outcome is a failure exactly when
 // [Outcome.Failure] says so: GC applies no [TeardownPolicy], so none is
 // Tolerated. Left out are the attachments of valid pods, those a teardown
 // deleted after GC planned (the teardown reports them), and those of a
