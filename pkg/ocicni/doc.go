@@ -502,8 +502,11 @@
 // network gets the verb, the stale DELs leave a quarter of the time left
 // (at most 10 s) to the verbs: at that point the DELs in flight are cut
 // short and the others do not start, each a [RetryLater] outcome for the
-// next GC, so the verbs are sent however many sandboxes are stale. GC
-// sends the verbs within 10 s; a network it did not reach by then, or by
+// next GC, so the verbs are sent however many sandboxes are stale. GC's
+// DELs run at the lowest CPU priority (see "Plugin processes"), so on a
+// node whose CPUs are never idle they progress only in its idle moments:
+// no rate is promised there (BENCHMARKS.md, "GC"). GC sends the verbs
+// within 10 s; a network it did not reach by then, or by
 // the end of its context, gets an error matching [ErrGCVerbsSkipped], and
 // the next GC sends it the verb.
 //
