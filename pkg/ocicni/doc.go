@@ -257,8 +257,11 @@
 // [PluginOutputQuoteLimit] bytes of it; a [PluginHook] gets all of it. On
 // Unix, background DELs (GC's, healing's) run at nice 19, and on Linux at
 // SCHED_IDLE in every thread, leaving the CPU to the pods being set up;
-// the GC verbs, which pod operations wait for, do not. GC also paces its
-// DELs while pods are set up (see "Status and GC").
+// the GC verbs, which pod operations wait for, do not. While pods are set
+// up, GC paces its DELs instead, at the normal priority (see "Status and
+// GC"): at the lowest, beside setups that keep the CPUs busy, a DEL waits
+// for an idle moment that seldom comes, holding the kernel's network locks
+// the setups then wait for.
 //
 // A network's plugin runs for one verb may have a bound of their own
 // ([Timeouts]): the top-level key [TimeoutsKey] of its config file, for
@@ -494,19 +497,18 @@
 // other), each under that sandbox's lock, skipping what a concurrent
 // teardown deleted meanwhile. While pods are being set up (a setup in
 // flight, or one begun within the last 250 ms), GC gives way to them: one
-// worker deletes at a time, and rests three times as long as its
-// sandbox's DELs took before the next, unless that would let the DELs
-// left run past the context's deadline. On an idle node GC runs at full
-// speed. Only the GC verb runs with the gate held exclusively, so no ADD
+// worker deletes at a time, at the normal CPU priority, and rests six
+// times as long as its sandbox's DELs took before the next: GC then uses
+// a seventh of one CPU, and still deletes a sandbox per seven times its
+// DELs' time (0.47 a second on two CPUs that setups keep busy;
+// BENCHMARKS.md, "GC"). On an idle node GC runs at full speed, at the
+// lowest priority. Only the GC verb runs with the gate held exclusively, so no ADD
 // runs while plugins collect. When the context has a deadline and a
 // network gets the verb, the stale DELs leave a quarter of the time left
 // (at most 10 s) to the verbs: at that point the DELs in flight are cut
 // short and the others do not start, each a [RetryLater] outcome for the
-// next GC, so the verbs are sent however many sandboxes are stale. GC's
-// DELs run at the lowest CPU priority (see "Plugin processes"), so on a
-// node whose CPUs are never idle they progress only in its idle moments:
-// no rate is promised there (BENCHMARKS.md, "GC"). GC sends the verbs
-// within 10 s; a network it did not reach by then, or by
+// next GC, so the verbs are sent however many sandboxes are stale. GC
+// sends the verbs within 10 s; a network it did not reach by then, or by
 // the end of its context, gets an error matching [ErrGCVerbsSkipped], and
 // the next GC sends it the verb.
 //

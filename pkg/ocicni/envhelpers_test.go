@@ -50,3 +50,11 @@ func requirePluginError(t *testing.T, err error, network, verb string, code uint
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, code, ce.Code)
 }
+
+// withGCPace sets how GC's DELs give way to setups (see gcPacer).
+func withGCPace(p gcPace) Option {
+	return func(o *options) error {
+		o.gcPace = p
+		return nil
+	}
+}

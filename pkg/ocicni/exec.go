@@ -171,10 +171,11 @@ type reasonKey struct{}
 // The default executor runs those at the lowest CPU priority (see
 // pluginexec.WithLowPriority): plugin runs are CPU-bound process starts,
 // so without it GC takes CPU from the pods being set up meanwhile. The GC
-// verbs keep the normal priority: pod operations wait for them.
+// verbs keep the normal priority: pod operations wait for them; so do
+// GC's paced DELs beside setups, which its rests throttle (see paced).
 func inBackground(ctx context.Context, environ []string) bool {
 	why, _ := ctx.Value(reasonKey{}).(string)
-	return (why == reasonGC || why == reasonHeal) && slices.Contains(environ, "CNI_COMMAND=DEL")
+	return (why == reasonGC || why == reasonHeal) && !paced(ctx) && slices.Contains(environ, "CNI_COMMAND=DEL")
 }
 
 // withReason returns ctx carrying why the plugins run under it are run.

@@ -39,7 +39,7 @@ func (c *collector) deleteStale(ctx context.Context, until time.Time, stale []*s
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				ran := ctx.Err() == nil && pacer.run(ctx, len(stale)-i, func() {
+				ran := ctx.Err() == nil && pacer.run(ctx, len(stale)-i, func(ctx context.Context) {
 					outcomes[i], errs[i] = c.deleteStaleContainer(ctx, stale[i], watch, log)
 				})
 				if !ran { // ctx ended first: the caller's, or GC's reserve for its verbs

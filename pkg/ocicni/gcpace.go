@@ -18,13 +18,14 @@ type gcPace struct {
 	rest int
 }
 
-// defaultGCPace keeps GC's DELs to about a quarter of one CPU while pods
-// are set up. Plugin runs are CPU-bound process starts, and on a small
-// node any CPU they use slows the setups beside them, whatever their
-// priority; only not running does not. A rest of 3 keeps setups during
-// GC within their targets, and a longer one only made GC longer (see
-// BENCHMARKS.md, "Figures behind design choices").
-var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
+// defaultGCPace keeps GC's DELs to a seventh of one CPU while pods are
+// set up. Plugin runs are CPU-bound process starts, and on a small node
+// any CPU they use slows the setups beside them, whatever their priority;
+// only not running does not. On a node whose CPUs are never idle, a rest
+// of 6 kept setups during GC within 1.1x at p50 and 1.2x at p99, where a
+// rest of 3 did not (see BENCHMARKS.md, "GC" and "Figures behind design
+// choices").
+var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 6}
 
 // gcSandboxHook is nil outside tests. A _test.go file sets it, before any
 // manager runs, so that a test can hold GC's DEL workers between
@@ -35,15 +36,19 @@ var defaultGCPace = gcPace{window: 250 * time.Millisecond, rest: 3}
 var gcSandboxHook func(ctx context.Context) (done func())
 
 // gcPacer paces the DELs of one GC. While the node sets pods up (see
-// setupTracker.busy), the workers delete one stale sandbox at a time, and
-// each rests after its sandbox's DELs, for rest times as long as they
-// took, before the next worker's turn: GC then leaves the CPU to the
-// setups most of the time, and takes longer. At other times the workers
-// run at full speed, in parallel.
+// setupTracker.busy), the workers delete one stale sandbox at a time, at
+// the normal CPU priority (see paced), and each rests after its
+// sandbox's DELs, for rest times as long as they took, before the next
+// worker's turn: GC then leaves the CPU to the setups most of the time,
+// and still deletes one sandbox per (rest+1)·d, d being its DELs' time
+// beside the setups (0.3 s, so 0.47 sandboxes a second, on two busy
+// CPUs). At other times the workers run at full speed, in parallel, at
+// the lowest priority.
 //
-// The rest never costs GC its deadline: when ctx has one, a rest is cut
-// so that the sandboxes left, deleted back to back at the pace of the
-// last one, still end before it. The last sandbox gets no rest.
+// Rests are not cut to fit the sandboxes left before the deadline: what
+// GC does not reach by its reserve for the GC verbs goes to the next GC
+// (see verbsReserved). A rest ends at the deadline, and the last sandbox
+// gets none.
 //
 // Lock order: a worker takes its turn before any lock of the sandbox it
 // deletes, and rests after it released them, so a resting worker holds
@@ -65,14 +70,15 @@ func newGCPacer(ctx context.Context, pace gcPace, setups *setupTracker) *gcPacer
 
 // run runs del, the DELs of one stale sandbox, with left sandboxes (this
 // one included) not yet started: at once when the node sets no pods up,
-// else in its turn and followed by a rest. It reports false, del not run,
-// when ctx ends while del waits for its turn.
-func (p *gcPacer) run(ctx context.Context, left int, del func()) bool {
+// else in its turn, under a context marked paced, and followed by a rest.
+// It reports false, del not run, when ctx ends while del waits for its
+// turn.
+func (p *gcPacer) run(ctx context.Context, left int, del func(context.Context)) bool {
 	if gcSandboxHook != nil {
 		defer gcSandboxHook(ctx)()
 	}
 	if p.pace.rest <= 0 || !p.setups.busy(p.pace.window) {
-		del()
+		del(ctx)
 		return true
 	}
 	select {
@@ -82,7 +88,7 @@ func (p *gcPacer) run(ctx context.Context, left int, del func()) bool {
 	}
 	defer func() { <-p.turn }()
 	start := time.Now()
-	del()
+	del(context.WithValue(ctx, pacedKey{}, true))
 	now := time.Now()
 	if p.setups.busy(p.pace.window) {
 		bgwork.Sleep(ctx, p.restAfter(now.Sub(start), left, now))
@@ -92,16 +98,28 @@ func (p *gcPacer) run(ctx context.Context, left int, del func()) bool {
 
 // restAfter returns how long to rest at now after DELs that took took,
 // with left sandboxes (the one just deleted included) not started before
-// them.
+// them: rest times took, none after the last sandbox, and never past the
+// deadline.
 func (p *gcPacer) restAfter(took time.Duration, left int, now time.Time) time.Duration {
-	after := left - 1
-	if after <= 0 {
+	if left <= 1 {
 		return 0
 	}
 	rest := time.Duration(p.pace.rest) * took
 	if !p.deadline.IsZero() {
-		slack := p.deadline.Sub(now) - time.Duration(after)*took
-		rest = min(rest, max(0, slack/time.Duration(after)))
+		rest = min(rest, max(0, p.deadline.Sub(now)))
 	}
 	return rest
+}
+
+type pacedKey struct{}
+
+// paced reports whether ctx is that of a paced turn (see gcPacer.run).
+// Its DELs keep the normal CPU priority: the rests already leave the CPU
+// to the setups, and at the lowest priority a DEL beside setups that keep
+// the CPUs busy waits for an idle moment that seldom comes, holding what
+// it took meanwhile (the kernel's network locks, host-local's store),
+// which the setups then wait for.
+func paced(ctx context.Context) bool {
+	p, _ := ctx.Value(pacedKey{}).(bool)
+	return p
 }

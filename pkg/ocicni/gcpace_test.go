@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,15 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
 )
-
-// withGCPace sets how GC's DELs give way to setups (see gcPacer).
-func withGCPace(p gcPace) Option {
-	return func(o *options) error {
-		o.gcPace = p
-		return nil
-	}
-}
 
 func TestGCPacerRestAfter(t *testing.T) {
 	t.Parallel()
@@ -37,10 +31,11 @@ func TestGCPacerRestAfter(t *testing.T) {
 		{name: "no deadline: rest times took", left: 5, want: 30 * ms},
 		{name: "the last sandbox gets no rest", left: 1, want: 0},
 		{name: "a far deadline leaves the rest", deadline: now.Add(time.Second), left: 5, want: 30 * ms},
-		// 4 sandboxes after this one take 40 ms back to back; the 60 ms
-		// left over are shared among them.
-		{name: "a near deadline cuts the rest", deadline: now.Add(100 * ms), left: 5, want: 15 * ms},
-		{name: "no slack before the deadline", deadline: now.Add(30 * ms), left: 5, want: 0},
+		// The 4 sandboxes after this one do not fit before the deadline
+		// even back to back; the rest is kept all the same, and GC's
+		// reserve for its verbs leaves them to the next GC.
+		{name: "sandboxes that cannot fit keep the rest", deadline: now.Add(35 * ms), left: 5, want: 30 * ms},
+		{name: "a rest ends at the deadline", deadline: now.Add(20 * ms), left: 5, want: 20 * ms},
 		{name: "deadline passed", deadline: now.Add(-time.Second), left: 5, want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,6 +108,20 @@ func TestGCGivesWayToSetupInFlight(t *testing.T) {
 		prev := got[i-1]
 		assert.GreaterOrEqual(t, got[i].start.Sub(prev.end), rest*prev.end.Sub(prev.start),
 			"the worker rested after the DELs of %s", prev.id)
+	}
+
+	// Paced, they keep the normal priority (see paced), as the setups do.
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	require.NoError(t, err)
+	own := 20 - prio // Linux's getpriority returns 20 minus the nice value
+	for _, p := range pods {
+		dels := e.callsFor("DEL", p.ID)
+		require.NotEmpty(t, dels, p.ID)
+		for _, c := range dels {
+			for _, th := range c.Threads {
+				assert.Equal(t, calllog.Priority{Nice: own, Policy: calllog.SchedOther}, th, "a thread of the paced DEL of %s", p.ID)
+			}
+		}
 	}
 
 	addHeld.Release(t)

@@ -12,8 +12,8 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/testplugins/calllog"
 )
 
-// GC's DELs of stale attachments and healing's retries run at the
-// background nice value, so that they leave the CPU to pods being set up;
+// GC's DELs of stale attachments (unpaced) and healing's retries run at
+// the background nice value, so that they leave the CPU to pods being set up;
 // a runtime's setup and teardown, and the GC verbs that pods wait for,
 // run at the manager's own.
 func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
@@ -21,7 +21,9 @@ func TestBackgroundDELsRunAtLowPriority(t *testing.T) {
 	e := newITEnv(t)
 	e.addConf("neta", e.gcConflist("neta", nil, nil))
 	flag := e.failingDELNet("flaky")
-	m := e.start(WithHealing(fastHeal))
+	// Pacing off: GC's DELs beside setups keep the normal priority (see
+	// TestGCGivesWayToSetupInFlight), and this GC follows setups at once.
+	m := e.start(WithHealing(fastHeal), withGCPace(gcPace{}))
 	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
 	require.NoError(t, err)
 	own := 20 - prio // Linux's getpriority returns 20 minus the nice value
