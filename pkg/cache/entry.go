@@ -250,3 +250,14 @@ func (e *Entry) fail(err error) *EntryError {
 		Err:         err,
 	}
 }
+
+// corrupt wraps cause so that the result matches both ErrCorruptEntry and
+// cause.
+func corrupt(cause error) error {
+	return fmt.Errorf("%w: %w", ErrCorruptEntry, cause)
+}
+
+// corruptf is corrupt for a cause that is only a message.
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorruptEntry}, args...)...)
+}

@@ -57,14 +57,3 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // "ifname", "netns path" or "config digest" (see [FieldNetwork] and the
 // constants after it).
 type InvalidNameError = names.InvalidNameError
-
-// corrupt wraps cause so that the result matches both ErrCorruptEntry and
-// cause.
-func corrupt(cause error) error {
-	return fmt.Errorf("%w: %w", ErrCorruptEntry, cause)
-}
-
-// corruptf is corrupt for a cause that is only a message.
-func corruptf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrCorruptEntry}, args...)...)
-}

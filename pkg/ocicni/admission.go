@@ -1,7 +1,6 @@
 package ocicni
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"time"
@@ -91,15 +90,4 @@ func newAdmissionQueues(a Admission) admissionQueues {
 		return admissionQueues{}
 	}
 	return admissionQueues{setup: admit.New(a.Setup, a.Overtime), teardown: admit.New(a.Teardown, a.Overtime)}
-}
-
-// admitted waits in q for the right to run the plugins of pod id's
-// operation (verb "setting up" or "tearing down"). When ctx ends first,
-// nothing has run and the error matches [ErrNotAdmitted] and ctx's error.
-func admitted(ctx context.Context, q *admit.Queue, verb, id string) (*admit.Slot, error) {
-	slot, err := q.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ocicni: %s pod %s: %w: %w", verb, id, ErrNotAdmitted, err)
-	}
-	return slot, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/ledger"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 
 	"github.com/seed-671fdd43/ocicni/internal/admit"
@@ -36,7 +37,7 @@ type setupOptions struct {
 // setUp is [Manager.SetUpPodWithContext]: see there.
 func (a *attacher) setUp(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
 	ctx, span := a.startOp(ctx, opSetup, &pod)
-	defer func() { span.End(ctx, outcomeOf(err), err) }()
+	defer func() { span.End(ctx, telemetry.OutcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ocicni: setting up pod %s: %w", pod.ID, err)
 	}
@@ -222,7 +223,7 @@ func (a *attacher) failSetup(ctx context.Context, pod *PodNetwork, plans []*plan
 		if rerr != nil {
 			err = rerr
 		}
-		span.End(rctx, outcomeOf(err), err)
+		span.End(rctx, telemetry.OutcomeOf(err), err)
 		finished <- rerr
 	}()
 	select {

@@ -46,15 +46,14 @@
 //	gcdel.go        collector: the stale DELs, on workers
 //	gcpace.go       how GC yields to setups
 //	status.go       checker: GetPodNetworkStatus (CHECK), Status (STATUS)
-//	plan.go         the attachments a pod asks for; a DEL's or CHECK's plan: config, cache rule
+//	plan.go         the attachments a pod asks for; a plan: config, cache rule, runtime config
 //	inventory.go    store: what a sandbox holds (cache entries, order record)
 //	inventories.go  Inventory, Inventories: the same for operators
 //	record.go       store: the one door to the order records, and their next state
-//	locks.go        a pod's locks (gate, node gate, sandbox lock file)
-//	admission.go    Admission: pod operations' turns to run plugins
+//	locks.go        what a pod operation waits for: gates, sandbox lock file, admission slot
+//	admission.go    Admission: the bounds of pod operations' turns to run plugins
 //	setups.go       the setups in flight, which GC and the healer watch
 //	exec.go         the plugin executor and the libcni runner
-//	runtimeconf.go  the runtime config and capabilities passed to plugins
 //	validate.go     checks of IDs, names, args; netns.go: netns paths
 //	errors.go       typed errors; outcome.go: Outcome, the class of a DEL
 //	options.go      Option and the With... options; telemetry.go: spans, metrics, log fields

@@ -83,11 +83,11 @@ func (e managedExec) ExecPlugin(ctx context.Context, pluginPath string, stdinDat
 	run.Duration, run.Err = time.Since(start), err
 	if gate != nil {
 		if gerr := gate.Wait(ctx); gerr != nil { // killed before it read its config: not a run
-			span.End(ctx, run.Duration, outcomeOf(gerr), 0, gerr)
+			span.End(ctx, run.Duration, telemetry.OutcomeOf(gerr), 0, gerr)
 			return out, err
 		}
 	}
-	span.End(ctx, run.Duration, outcomeOf(err), errorCode(err), err)
+	span.End(ctx, run.Duration, telemetry.OutcomeOf(err), errorCode(err), err)
 	if e.hook != nil {
 		run.Stdout, run.Stderr = output.Stdout, output.Stderr
 		e.hook(ctx, run)

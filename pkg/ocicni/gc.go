@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/guard"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 )
 
 // collector is GC (gc.go, gcplan.go, gcdel.go, gcpace.go).
@@ -38,9 +39,9 @@ type gcOptions struct {
 // run is [Manager.GCOutcomes]: see there.
 func (c *collector) run(ctx context.Context, validPods []*PodNetwork) (_ []Outcome, err error) {
 	ctx, span := c.startOp(ctx, opGC, nil)
-	defer func() { span.End(ctx, outcomeOf(err), err) }()
+	defer func() { span.End(ctx, telemetry.OutcomeOf(err), err) }()
 	if err := ctx.Err(); err != nil {
-		c.tel.GCRan(ctx, outcomeOf(err), 0, 0, 0)
+		c.tel.GCRan(ctx, telemetry.OutcomeOf(err), 0, 0, 0)
 		return nil, fmt.Errorf("ocicni: GC: %w", err)
 	}
 	log := c.log.WithField("verb", "GC")
@@ -61,7 +62,7 @@ func (c *collector) run(ctx context.Context, validPods []*PodNetwork) (_ []Outco
 			failed++
 		}
 	}
-	c.tel.GCRan(ctx, outcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
+	c.tel.GCRan(ctx, telemetry.OutcomeOf(err), len(outcomes)-failed, len(g.valid.seen), failed)
 	return outcomes, err
 }
 

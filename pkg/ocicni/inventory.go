@@ -117,13 +117,20 @@ func (st *sandboxStore) readInventory(id string, set *networkSet) *inventory {
 // corrupt cache files acted on with a saved or loaded config, and
 // interface names that several networks claim.
 func logInventory(inv *inventory, log *logrus.Entry) {
+	nets := map[string][]string{}
 	for _, s := range inv.known {
 		if s.corrupt != nil {
 			log.WithError(s.corrupt).WithFields(logrus.Fields{"file": filepath.Base(s.corrupt.Path), "network": s.Name}).
 				Warn("Corrupt CNI cache entry; acting on it with the saved or loaded config")
 		}
+		nets[s.Ifname] = append(nets[s.Ifname], s.Name)
 	}
-	warnDuplicateIfnames(inv.known, log)
+	for ifname, names := range nets {
+		if len(names) > 1 {
+			log.WithFields(logrus.Fields{"ifname": ifname, "networks": names}).
+				Warn("Several networks claim the same interface name; deleting each of them")
+		}
+	}
 }
 
 // mergeInventory merges what is on disk for sandbox id: its readable cache
@@ -222,7 +229,8 @@ func (inv *inventory) knownFor(att NetAttachment) *knownAttachment {
 // harmless when there is nothing to delete.
 func (inv *inventory) orDefault(name string) {
 	if len(inv.known) == 0 && len(inv.failures) == 0 && name != "" {
-		inv.include([]NetAttachment{{Name: name, Ifname: DefaultInterfaceName}})
+		// Nothing known: no record line either, since each is an attachment.
+		inv.known = append(inv.known, &knownAttachment{NetAttachment: NetAttachment{Name: name, Ifname: DefaultInterfaceName}})
 	}
 }
 
@@ -307,17 +315,4 @@ func findLine(record []cache.Attachment, network, ifname string) *cache.Attachme
 		}
 	}
 	return nil
-}
-
-func warnDuplicateIfnames(slots []*knownAttachment, log *logrus.Entry) {
-	nets := map[string][]string{}
-	for _, s := range slots {
-		nets[s.Ifname] = append(nets[s.Ifname], s.Name)
-	}
-	for ifname, names := range nets {
-		if len(names) > 1 {
-			log.WithFields(logrus.Fields{"ifname": ifname, "networks": names}).
-				Warn("Several networks claim the same interface name; deleting each of them")
-		}
-	}
 }

@@ -348,7 +348,7 @@ func (m *Manager) TearDownPod(pod PodNetwork) error {
 // the tolerant policy it logs them and returns nil. See the package
 // documentation, "Teardown semantics".
 func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) error {
-	_, err := m.TearDownPodOutcomes(ctx, pod)
+	_, err := m.teardown.tearDown(ctx, pod)
 	return err
 }
 

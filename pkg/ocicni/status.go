@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/seed-671fdd43/ocicni/internal/ledger"
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -29,7 +30,7 @@ type statusOptions struct {
 // podStatus is [Manager.GetPodNetworkStatusWithContext]: see there.
 func (ck *checker) podStatus(ctx context.Context, pod PodNetwork) (_ []NetResult, err error) {
 	ctx, span := ck.startOp(ctx, opPodStatus, &pod)
-	defer func() { span.End(ctx, outcomeOf(err), err) }()
+	defer func() { span.End(ctx, telemetry.OutcomeOf(err), err) }()
 	if _, err := usableStoredNetNS(pod.NetNS); err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry
 // status is [Manager.StatusWithContext]: see there.
 func (ck *checker) status(ctx context.Context) (err error) {
 	ctx, span := ck.startOp(ctx, opStatus, nil)
-	defer func() { span.End(ctx, outcomeOf(err), err) }()
+	defer func() { span.End(ctx, telemetry.OutcomeOf(err), err) }()
 	set := ck.snapshot()
 	n := set.Default()
 	if n == nil {

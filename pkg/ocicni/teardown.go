@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -39,7 +40,7 @@ type teardownOptions struct {
 // tearDown is [Manager.TearDownPodOutcomes]: see there.
 func (d *detacher) tearDown(ctx context.Context, pod PodNetwork) (_ []Outcome, err error) {
 	ctx, span := d.startOp(ctx, opTeardown, &pod)
-	defer func() { span.End(ctx, outcomeOf(err), err) }()
+	defer func() { span.End(ctx, telemetry.OutcomeOf(err), err) }()
 	if pod.NetNS != "" {
 		// The netns may be gone already, but it must never be the host's.
 		if _, err := usableStoredNetNS(pod.NetNS); err != nil {
@@ -154,7 +155,11 @@ func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Ent
 		}
 		outcomes = append(outcomes, o)
 	}
-	d.countDELFailures(ctx, outcomes, why)
+	for _, o := range outcomes {
+		if o.Failure() {
+			d.tel.DELFailed(ctx, o.Network, why, o.Class.String())
+		}
+	}
 	return outcomes
 }
 
@@ -244,7 +249,7 @@ func (d *detacher) retryDELs(ctx context.Context, id string, link trace.SpanCont
 	if i := slices.IndexFunc(outcomes, Outcome.Failure); err == nil && i >= 0 {
 		err = &NetworkError{Network: outcomes[i].Network, IfName: outcomes[i].IfName, Verb: "DEL", Err: outcomes[i].Err}
 	}
-	span.End(ctx, outcomeOf(err), err)
+	span.End(ctx, telemetry.OutcomeOf(err), err)
 }
 
 // retryDELsLocked is retryDELs under the sandbox's lock: it returns the
@@ -297,16 +302,12 @@ func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, e
 // recorded ADD order first, by network then ifname descending, then the
 // recorded ones in reverse ADD order.
 func sortForTeardown(slots []*knownAttachment, recorded []cache.Attachment) {
-	cmp := teardownOrder(recorded)
-	slices.SortStableFunc(slots, func(a, b *knownAttachment) int { return cmp(a.NetAttachment, b.NetAttachment) })
-}
-
-func teardownOrder(recorded []cache.Attachment) func(a, b NetAttachment) int {
 	pos := make(map[NetAttachment]int, len(recorded))
 	for i, a := range recorded {
 		pos[NetAttachment{Name: a.Network, Ifname: a.IfName}] = i
 	}
-	return func(a, b NetAttachment) int {
+	slices.SortStableFunc(slots, func(x, y *knownAttachment) int {
+		a, b := x.NetAttachment, y.NetAttachment
 		pa, oka := pos[a]
 		pb, okb := pos[b]
 		switch {
@@ -322,5 +323,5 @@ func teardownOrder(recorded []cache.Attachment) func(a, b NetAttachment) int {
 			return c
 		}
 		return strings.Compare(b.Ifname, a.Ifname)
-	}
+	})
 }

@@ -67,9 +67,6 @@ func (e *engine) startOp(ctx context.Context, op string, pod *PodNetwork) (conte
 	return e.tel.StartOperation(ctx, "cni."+op, op, attrs)
 }
 
-// outcomeOf classifies err for the cni.outcome attribute.
-func outcomeOf(err error) string { return telemetry.OutcomeOf(err) }
-
 // errorCode returns the CNI error code err carries; 0 for none.
 func errorCode(err error) uint {
 	var cniErr *types.Error
@@ -77,15 +74,6 @@ func errorCode(err error) uint {
 		return cniErr.Code
 	}
 	return 0
-}
-
-// countDELFailures counts the failed DELs among outcomes, run for why.
-func (e *engine) countDELFailures(ctx context.Context, outcomes []Outcome, why string) {
-	for _, o := range outcomes {
-		if o.Failure() {
-			e.tel.DELFailed(ctx, o.Network, why, o.Class.String())
-		}
-	}
 }
 
 // The log fields of pod operations follow.
