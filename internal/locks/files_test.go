@@ -136,9 +136,11 @@ func TestFilesAcrossProcesses(t *testing.T) {
 
 // A child process that inherited a held lock's file holds the lock after
 // its holder is gone, until it exits, and the holder's Unlock releases
-// it for both.
+// it for both. It does not run in parallel: a child that another test
+// forks meanwhile holds a copy of every open file, the lock's included,
+// until it execs, so the lock would not be free at once after this
+// test's child exits.
 func TestFilesInheritedByAChild(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	fl := NewFiles(dir)
 	inherit := func() (*FileLock, *exec.Cmd) {

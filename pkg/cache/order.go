@@ -286,3 +286,24 @@ func orderIDOf(de os.DirEntry) (string, bool) {
 	}
 	return de.Name(), true
 }
+
+// reuse writes data into the spare file at spare, replacing its content,
+// syncs it and renames it to path (the caller syncs the directory). It reports false, having removed what it could,
+// when any step fails; the caller then creates a file instead.
+func reuse(spare, path string, data []byte) bool {
+	f, err := os.OpenFile(spare, os.O_WRONLY, 0)
+	if err != nil {
+		return false
+	}
+	// WriteAt then Truncate, not O_TRUNC: ext4 flushes a file that was
+	// truncated to zero and rewritten when it is closed.
+	_, werr := f.WriteAt(data, 0)
+	terr := f.Truncate(int64(len(data)))
+	serr := f.Sync()
+	cerr := f.Close()
+	if werr != nil || terr != nil || serr != nil || cerr != nil || os.Rename(spare, path) != nil {
+		_ = os.Remove(spare)
+		return false
+	}
+	return true
+}

@@ -140,8 +140,8 @@ func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, h
 		log.WithField("live", len(plans)-len(fresh)).Info("Pod already holds some of its attachments; adding the others")
 	}
 	var err error
-	if hold.slot, err = admitted(ctx, a.admit.setup, "setting up", pod.ID); err != nil {
-		return nil, err // nothing ran: lo and the record are left as they were
+	if hold.slot, err = a.admit.setup.Acquire(ctx); err != nil { // nothing ran: lo and the record are left as they were
+		return nil, fmt.Errorf("ocicni: setting up pod %s: %w: %w", pod.ID, ErrNotAdmitted, err)
 	}
 
 	gate := pluginexec.NewGate()
@@ -157,11 +157,10 @@ func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, h
 		if debugEnabled(log) {
 			planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
 		}
-		actx := withNetwork(ctx, p.list.Name)
+		actx, cancel := planRun(ctx, p, "ADD")
 		if i == 0 {
 			actx = pluginexec.WithGate(actx, gate)
 		}
-		actx, cancel := bounded(actx, p.Name, "ADD", p.timeouts.Add)
 		res, err := a.cni.add(actx, p.list, p.rt)
 		cancel()
 		if i == 0 {

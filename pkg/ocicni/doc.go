@@ -46,12 +46,12 @@
 //	gcdel.go        collector: the stale DELs, on workers
 //	gcpace.go       how GC yields to setups
 //	status.go       checker: GetPodNetworkStatus (CHECK), Status (STATUS)
-//	plan.go         the attachments a pod asks for; a plan: config, cache rule, runtime config
-//	inventory.go    store: what a sandbox holds (cache entries, order record)
+//	plan.go         a plan: its config, cache rule and runtime config
+//	inventory.go    store: what a pod asks for and a sandbox holds (cache entries, order record)
 //	inventories.go  Inventory, Inventories: the same for operators
 //	record.go       store: the one door to the order records, and their next state
-//	locks.go        what a pod operation waits for: gates, sandbox lock file, admission slot
-//	admission.go    Admission: the bounds of pod operations' turns to run plugins
+//	locks.go        a pod's locks (gate, node gate, sandbox lock file)
+//	admission.go    Admission: pod operations' turns to run plugins
 //	setups.go       the setups in flight, which GC and the healer watch
 //	exec.go         the plugin executor and the libcni runner
 //	validate.go     checks of IDs, names, args; netns.go: netns paths

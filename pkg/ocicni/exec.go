@@ -123,14 +123,28 @@ func ctxErr(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// bounded returns ctx bounded by a network's timeout for verb (see
-// [Timeouts]; 0: none), the shorter of it and ctx's own deadline. A
-// plugin run that the bound ends fails with a *TimeoutError (see run).
-func bounded(ctx context.Context, network, verb string, d time.Duration) (context.Context, context.CancelFunc) {
+// planRun returns the context of the plugin runs of p's verb ("ADD",
+// "DEL" or "CHECK"). It carries the name of the network whose list they
+// belong to, which libcni sets as every plugin's "name", so that the hook
+// reports it without decoding the plugin's stdin; and it is bounded by
+// the network's timeout for verb (see [Timeouts]; 0: none), the shorter
+// of it and ctx's own deadline. A plugin run that the bound ends fails
+// with a *TimeoutError (see run).
+func planRun(ctx context.Context, p *plan, verb string) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(ctx, networkKey{}, p.list.Name)
+	var d time.Duration
+	switch verb {
+	case "ADD":
+		d = p.timeouts.Add
+	case "DEL":
+		d = p.timeouts.Del
+	case "CHECK":
+		d = p.timeouts.Check
+	}
 	if d <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeoutCause(ctx, d, &TimeoutError{Network: network, Verb: verb, Timeout: d})
+	return context.WithTimeoutCause(ctx, d, &TimeoutError{Network: p.Name, Verb: verb, Timeout: d})
 }
 
 // PluginRun describes one plugin run, as reported to a [PluginHook].
@@ -183,14 +197,7 @@ func withReason(ctx context.Context, why string) context.Context {
 	return context.WithValue(ctx, reasonKey{}, why)
 }
 
-type networkKey struct{}
-
-// withNetwork returns ctx carrying the name of the network whose list the
-// plugins run under it belong to, which libcni sets as every plugin's
-// "name": the hook reports it without decoding the plugin's stdin.
-func withNetwork(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, networkKey{}, name)
-}
+type networkKey struct{} // see planRun
 
 // PluginHook is called after every plugin run, on the goroutine that ran
 // it, with the context the plugin ran under (which carries the caller's

@@ -86,6 +86,28 @@ func (p HealPolicy) withDefaults() HealPolicy {
 	return p
 }
 
+// markFailed updates the heal state of a record line after a failed DEL,
+// on a copy: the old record's lines are never changed. It does so with
+// healing off too: the state then tells operators
+// ([Manager.PendingTeardowns]) and a manager started later with healing
+// on, which resumes the retries.
+func markFailed(a *cache.Attachment, o Outcome, pol HealPolicy, now time.Time, log *logrus.Entry) {
+	h := &cache.Heal{Since: now}
+	if a.Heal != nil {
+		*h = *a.Heal
+	}
+	a.Heal = h
+	h.Attempts++
+	if o.Err != nil {
+		h.LastError = truncate(o.Err.Error(), maxLastErrorLen)
+	}
+	if !h.GaveUp && pol.failed(h, now) {
+		log.WithFields(logrus.Fields{
+			"network": a.Network, "ifname": a.IfName, "attempts": h.Attempts, "since": h.Since,
+		}).WithError(o.Err).Warn("Giving up retrying the DEL of an attachment; it stays recorded for GC")
+	}
+}
+
 // failed decides what follows a failed DEL whose retry state is h,
 // after h.Attempts failures, the first at h.Since: the next retry, after
 // the backoff, or, past the horizon, none (it reports that it gave up).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -315,4 +316,79 @@ func findLine(record []cache.Attachment, network, ifname string) *cache.Attachme
 		}
 	}
 	return nil
+}
+
+// assignIfnames returns the attachments to make: the requested ones, or
+// the default network alone. Requested interface names are kept; the others
+// get eth0, eth1, ... skipping names already taken. A duplicate requested
+// name is an error.
+func assignIfnames(requested []NetAttachment, defaultNet string) ([]NetAttachment, error) {
+	atts := make([]NetAttachment, 0, max(len(requested), 1))
+	if len(requested) == 0 {
+		if defaultNet == "" {
+			return nil, ErrNoDefaultNetwork
+		}
+		atts = append(atts, NetAttachment{Name: defaultNet})
+	} else {
+		atts = append(atts, requested...)
+	}
+	taken := make(map[string]bool, len(atts))
+	for _, a := range atts {
+		if err := checkNetworkName(a.Name); err != nil {
+			return nil, err
+		}
+		if a.Ifname == "" {
+			continue
+		}
+		if err := checkIfname(a.Ifname); err != nil {
+			return nil, err
+		}
+		if taken[a.Ifname] {
+			return nil, &InvalidArgumentError{
+				Field: "interface name", Value: a.Ifname,
+				Reason: fmt.Sprintf("requested twice (network %q)", a.Name),
+			}
+		}
+		taken[a.Ifname] = true
+	}
+	next := 0
+	for i := range atts {
+		if atts[i].Ifname != "" {
+			continue
+		}
+		for taken[fmt.Sprintf("eth%d", next)] {
+			next++
+		}
+		atts[i].Ifname = fmt.Sprintf("eth%d", next)
+		taken[atts[i].Ifname] = true
+	}
+	return atts, nil
+}
+
+// sortForTeardown orders known attachments for DEL: those missing from the
+// recorded ADD order first, by network then ifname descending, then the
+// recorded ones in reverse ADD order.
+func sortForTeardown(slots []*knownAttachment, recorded []cache.Attachment) {
+	pos := make(map[NetAttachment]int, len(recorded))
+	for i, a := range recorded {
+		pos[NetAttachment{Name: a.Network, Ifname: a.IfName}] = i
+	}
+	slices.SortStableFunc(slots, func(x, y *knownAttachment) int {
+		a, b := x.NetAttachment, y.NetAttachment
+		pa, oka := pos[a]
+		pb, okb := pos[b]
+		switch {
+		case oka && okb:
+			return pb - pa
+		case oka != okb:
+			if oka {
+				return 1
+			}
+			return -1
+		}
+		if c := strings.Compare(b.Name, a.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Ifname, a.Ifname)
+	})
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/seed-671fdd43/ocicni/internal/admit"
 	"github.com/seed-671fdd43/ocicni/internal/ledger"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
@@ -164,15 +163,4 @@ func (e *engine) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Conte
 		return ctx, nil, nil, err
 	}
 	return l.sandbox.bind(ctx), l.release, e.podLog(pod), nil
-}
-
-// admitted waits in q for the right to run the plugins of pod id's
-// operation (verb "setting up" or "tearing down"). When ctx ends first,
-// nothing has run and the error matches [ErrNotAdmitted] and ctx's error.
-func admitted(ctx context.Context, q *admit.Queue, verb, id string) (*admit.Slot, error) {
-	slot, err := q.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ocicni: %s pod %s: %w: %w", verb, id, ErrNotAdmitted, err)
-	}
-	return slot, nil
 }

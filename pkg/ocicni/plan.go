@@ -225,53 +225,6 @@ func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
 	return list, nil
 }
 
-// assignIfnames returns the attachments to make: the requested ones, or
-// the default network alone. Requested interface names are kept; the others
-// get eth0, eth1, ... skipping names already taken. A duplicate requested
-// name is an error.
-func assignIfnames(requested []NetAttachment, defaultNet string) ([]NetAttachment, error) {
-	atts := make([]NetAttachment, 0, max(len(requested), 1))
-	if len(requested) == 0 {
-		if defaultNet == "" {
-			return nil, ErrNoDefaultNetwork
-		}
-		atts = append(atts, NetAttachment{Name: defaultNet})
-	} else {
-		atts = append(atts, requested...)
-	}
-	taken := make(map[string]bool, len(atts))
-	for _, a := range atts {
-		if err := checkNetworkName(a.Name); err != nil {
-			return nil, err
-		}
-		if a.Ifname == "" {
-			continue
-		}
-		if err := checkIfname(a.Ifname); err != nil {
-			return nil, err
-		}
-		if taken[a.Ifname] {
-			return nil, &InvalidArgumentError{
-				Field: "interface name", Value: a.Ifname,
-				Reason: fmt.Sprintf("requested twice (network %q)", a.Name),
-			}
-		}
-		taken[a.Ifname] = true
-	}
-	next := 0
-	for i := range atts {
-		if atts[i].Ifname != "" {
-			continue
-		}
-		for taken[fmt.Sprintf("eth%d", next)] {
-			next++
-		}
-		atts[i].Ifname = fmt.Sprintf("eth%d", next)
-		taken[atts[i].Ifname] = true
-	}
-	return atts, nil
-}
-
 // file returns the path of the attachment's cache file, readable or corrupt,
 // or "".
 func (s *knownAttachment) file() string {

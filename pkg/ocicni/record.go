@@ -31,6 +31,7 @@ import (
 // ctx's span as the operation that left it (see [healer.track]), and a
 // retry left pending is marked for the other engines to adopt.
 func (st *sandboxStore) commit(ctx context.Context, id string, ch ledger.Change, log *logrus.Entry) error {
+	hs := pendingHeal(ch.Next)
 	leftover, err := st.led.Commit(id, ch)
 	if err != nil {
 		return err
@@ -39,7 +40,6 @@ func (st *sandboxStore) commit(ctx context.Context, id string, ch ledger.Change,
 		log.WithError(leftover).Warn("Cannot remove what the attachment order record no longer uses; GC removes it")
 	}
 	if !ch.Keep {
-		hs := pendingHeal(ch.Next)
 		if !hs.due.IsZero() {
 			if err := st.led.MarkRetries(); err != nil {
 				log.WithError(err).Warn("Cannot tell other engines of a pending DEL retry; this one retries it while it runs")
@@ -137,10 +137,10 @@ type settlement struct {
 // record and the entries then stay as they were, which costs at most a
 // harmless repeated DEL.
 func (st *sandboxStore) settle(ctx context.Context, id string, s settlement, log *logrus.Entry) {
-	change := recordChange{never: s.never, outcomes: s.outcomes, lineFor: func(o Outcome) (cache.Attachment, bool) {
-		return st.lineFor(s.plans, o, log)
-	}}
-	next, changed := nextRecord(id, s.recorded, change, st.heal, time.Now(), log)
+	next, changed := nextRecord(id, s.recorded, recordChange{
+		never: s.never, outcomes: s.outcomes,
+		lineFor: func(o Outcome) (cache.Attachment, bool) { return st.lineFor(s.plans, o, log) },
+	}, st.heal, time.Now(), log)
 	failed := slices.ContainsFunc(s.outcomes, Outcome.Failure)
 	ch := ledger.Change{
 		Old: s.recorded, Next: next, Keep: s.rerr == nil && !changed,
@@ -193,7 +193,8 @@ func (st *sandboxStore) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (ca
 	}
 	digest, err := st.led.SaveConfig(p.id, p.list.Bytes)
 	if err != nil {
-		planLog(log, p, "DEL").WithError(err).Warn("Cannot save the config of a failed attachment")
+		log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": "DEL"}).WithError(err).
+			Warn("Cannot save the config of a failed attachment")
 	} else {
 		line.Config = digest
 	}
@@ -428,26 +429,4 @@ func applyOutcome(next []cache.Attachment, o Outcome, lineFor func(Outcome) (cac
 		return next, true
 	}
 	return next, false
-}
-
-// markFailed updates the heal state of a record line after a failed DEL,
-// on a copy: the old record's lines are never changed. It does so with
-// healing off too: the state then tells operators
-// ([Manager.PendingTeardowns]) and a manager started later with healing
-// on, which resumes the retries.
-func markFailed(a *cache.Attachment, o Outcome, pol HealPolicy, now time.Time, log *logrus.Entry) {
-	h := &cache.Heal{Since: now}
-	if a.Heal != nil {
-		*h = *a.Heal
-	}
-	a.Heal = h
-	h.Attempts++
-	if o.Err != nil {
-		h.LastError = truncate(o.Err.Error(), maxLastErrorLen)
-	}
-	if !h.GaveUp && pol.failed(h, now) {
-		log.WithFields(logrus.Fields{
-			"network": a.Network, "ifname": a.IfName, "attempts": h.Attempts, "since": h.Since,
-		}).WithError(o.Err).Warn("Giving up retrying the DEL of an attachment; it stays recorded for GC")
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -13,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
-	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // deleter runs the DELs of planned attachments, best effort, in order
@@ -58,9 +56,9 @@ func (d *detacher) tearDown(ctx context.Context, pod PodNetwork) (_ []Outcome, e
 		return nil, err
 	}
 	if slices.ContainsFunc(plans, func(p *plan) bool { return p.list != nil }) { // a plugin will run
-		slot, err := admitted(ctx, d.admit.teardown, "tearing down", pod.ID)
-		if err != nil {
-			return nil, err // nothing ran: the record and the cache are as they were
+		slot, err := d.admit.teardown.Acquire(ctx)
+		if err != nil { // nothing ran: the record and the cache are as they were
+			return nil, fmt.Errorf("ocicni: tearing down pod %s: %w: %w", pod.ID, ErrNotAdmitted, err)
 		}
 		defer slot.Release()
 	}
@@ -116,10 +114,11 @@ func (d *detacher) teardownPlans(pod *PodNetwork, log *logrus.Entry) (*inventory
 // deleted, and their cache entries are removed. Every DEL that fails is
 // counted, by class and reason why, for the metrics.
 func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Entry, why string) []Outcome {
-	ctx = withReason(ctx, why)
 	outcomes := make([]Outcome, 0, len(plans))
 	for _, p := range plans {
-		plog := func() *logrus.Entry { return planLog(log, p, "DEL").WithField("reason", why) } // built only to log
+		plog := func() *logrus.Entry { // built only to log
+			return log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": "DEL", "reason": why})
+		}
 		o := Outcome{ContainerID: p.id, Network: p.Name, IfName: p.Ifname, Policy: p.policy}
 		if p.list == nil {
 			o.Class, o.Err = NoConfig, ErrNoConfig
@@ -134,11 +133,11 @@ func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Ent
 			outcomes = append(outcomes, o)
 			continue
 		}
-		err := d.del(withNetwork(ctx, p.list.Name), p, plog)
+		err := d.del(ctx, p, why, plog)
 		o.Class, o.Err = classify(err), err
 		switch o.Class {
 		case Deleted:
-			if debugEnabled(log) {
+			if log.Logger.IsLevelEnabled(logrus.DebugLevel) {
 				plog().Debug("Deleted pod from CNI network")
 			}
 		case AlreadyGone:
@@ -163,11 +162,12 @@ func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Ent
 	return outcomes
 }
 
-// del runs the plan's DEL. When libcni panics while it may read the
-// cache entry (see [PanicError]), the entry is handled as corrupt: DEL
-// runs again without it, and the file stays until a DEL succeeds.
-func (d *detacher) del(ctx context.Context, p *plan, plog func() *logrus.Entry) error {
-	ctx, cancel := bounded(ctx, p.Name, "DEL", p.timeouts.Del)
+// del runs the plan's DEL, for why (see [PluginRun].Reason). When libcni
+// panics while it may read the cache entry (see [PanicError]), the entry
+// is handled as corrupt: DEL runs again without it, and the file stays
+// until a DEL succeeds.
+func (d *detacher) del(ctx context.Context, p *plan, why string, plog func() *logrus.Entry) error {
+	ctx, cancel := planRun(withReason(ctx, why), p, "DEL")
 	defer cancel()
 	err := d.cni.del(ctx, p.list, p.rt, p.useCache)
 	var pe *PanicError
@@ -296,32 +296,4 @@ func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, e
 	}
 	d.store.settle(dctx, id, settlement{recorded: inv.record, plans: plans, outcomes: outcomes}, log)
 	return outcomes, nil
-}
-
-// sortForTeardown orders known attachments for DEL: those missing from the
-// recorded ADD order first, by network then ifname descending, then the
-// recorded ones in reverse ADD order.
-func sortForTeardown(slots []*knownAttachment, recorded []cache.Attachment) {
-	pos := make(map[NetAttachment]int, len(recorded))
-	for i, a := range recorded {
-		pos[NetAttachment{Name: a.Network, Ifname: a.IfName}] = i
-	}
-	slices.SortStableFunc(slots, func(x, y *knownAttachment) int {
-		a, b := x.NetAttachment, y.NetAttachment
-		pa, oka := pos[a]
-		pb, okb := pos[b]
-		switch {
-		case oka && okb:
-			return pb - pa
-		case oka != okb:
-			if oka {
-				return 1
-			}
-			return -1
-		}
-		if c := strings.Compare(b.Name, a.Name); c != 0 {
-			return c
-		}
-		return strings.Compare(b.Ifname, a.Ifname)
-	})
 }
