@@ -40,7 +40,7 @@
 //	attach.go       attacher: SetUpPod, rollback, repeated setups
 //	teardown.go     detacher: TearDownPod, the DELs, the retries the healer runs
 //	forget.go       detacher: ForgetPodCache
-//	heal.go         healer and HealPolicy: when a failed DEL is retried (backoff, give-up)
+//	heal.go         healer and HealPolicy: when a failed DEL is retried (its state, backoff, give-up)
 //	gc.go           collector: GC, the GC verbs
 //	gcplan.go       collector: what is stale (the one place that decides), GC's scope
 //	gcdel.go        collector: the stale DELs, on workers

@@ -86,6 +86,9 @@ func (p HealPolicy) withDefaults() HealPolicy {
 	return p
 }
 
+// maxLastErrorLen bounds the error message a record keeps for operators.
+const maxLastErrorLen = 1024
+
 // markFailed updates the heal state of a record line after a failed DEL,
 // on a copy: the old record's lines are never changed. It does so with
 // healing off too: the state then tells operators
@@ -106,6 +109,14 @@ func markFailed(a *cache.Attachment, o Outcome, pol HealPolicy, now time.Time, l
 			"network": a.Network, "ifname": a.IfName, "attempts": h.Attempts, "since": h.Since,
 		}).WithError(o.Err).Warn("Giving up retrying the DEL of an attachment; it stays recorded for GC")
 	}
+}
+
+// truncate returns s cut to n bytes, marked when it was cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // failed decides what follows a failed DEL whose retry state is h,

@@ -1,8 +1,6 @@
 package ocicni
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
 
-	"github.com/seed-671fdd43/ocicni/internal/guard"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -69,7 +66,7 @@ func (e *engine) planFor(pod *PodNetwork, netns string, s *knownAttachment, set 
 	}
 	var over netconf.Overrides
 	if e := s.entry; e != nil {
-		list, o, err := cachedList(e.Config, s.Name, e.Path, set)
+		list, o, err := set.Stored(e.Config, s.Name, e.Path)
 		if err == nil {
 			p.list, over = list, o
 			p.rt = &libcni.RuntimeConf{
@@ -172,7 +169,7 @@ func (e *engine) savedList(id string, s *knownAttachment, set *networkSet, plog 
 	}
 	b, err := e.store.led.ReadConfig(id, s.rec.Config)
 	if err == nil {
-		list, over, perr := cachedList(b, s.Name, "saved config "+s.rec.Config, set)
+		list, over, perr := set.Stored(b, s.Name, "saved config "+s.rec.Config)
 		if perr == nil {
 			return list, over
 		}
@@ -180,49 +177,6 @@ func (e *engine) savedList(id string, s *knownAttachment, set *networkSet, plog 
 	}
 	plog().WithField("config", s.rec.Config).WithError(err).Warn("Saved config unusable; falling back to the loaded config")
 	return nil, netconf.Overrides{}
-}
-
-// cachedList returns the config list stored in a cache entry of network
-// name, and what it overrides of the manager's options. When the entry
-// holds the very bytes of the loaded config, as it does unless the file
-// changed since the ADD, the loaded list is used and nothing is parsed
-// again.
-func cachedList(b []byte, name, file string, set *networkSet) (*libcni.NetworkConfigList, netconf.Overrides, error) {
-	if n := set.Network(name); n != nil && bytes.Equal(n.List.Bytes, b) {
-		return n.List, n.Overrides, nil
-	}
-	list, err := guard.Value("libcni config parsing", file, func() (*libcni.NetworkConfigList, error) { return listFromCache(b, name) })
-	if err != nil {
-		return nil, netconf.Overrides{}, err
-	}
-	over, _ := netconf.OverridesFromBytes(b) // a bad key in a cached config means the defaults
-	return list, over, nil
-}
-
-// listFromCache parses the config bytes stored in a cache entry of network
-// name: a config list, or a single plugin config as older libcni users
-// stored. The config must name the same network (libcni derives the cache
-// path from it) and only plugin types that cannot leave the bin dirs.
-func listFromCache(b []byte, name string) (*libcni.NetworkConfigList, error) {
-	list, err := libcni.NetworkConfFromBytes(b)
-	if err != nil || len(list.Plugins) == 0 {
-		conf, cerr := libcni.ConfFromBytes(b) //nolint:staticcheck // older libcni users cached plain configs
-		if cerr != nil {
-			return nil, errors.Join(err, cerr)
-		}
-		if list, err = netconf.PluginConfToList(conf); err != nil {
-			return nil, err
-		}
-	}
-	if list.Name != name {
-		return nil, fmt.Errorf("%w: cached config is network %q, the entry is %q", ErrInvalidConfig, list.Name, name)
-	}
-	for i, p := range list.Plugins {
-		if err := netconf.ValidPluginType(p.Network.Type); err != nil {
-			return nil, fmt.Errorf("%w: plugin %d: %w", ErrInvalidConfig, i, err)
-		}
-	}
-	return list, nil
 }
 
 // file returns the path of the attachment's cache file, readable or corrupt,

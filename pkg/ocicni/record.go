@@ -326,18 +326,8 @@ func pendingHeal(record []cache.Attachment) healState {
 	return st
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // What follows computes a sandbox's next order record from the one read
 // and what happened since (a [recordChange]); the code above writes it.
-
-// maxLastErrorLen bounds the error message a record keeps for operators.
-const maxLastErrorLen = 1024
 
 // recordChange is what happened to a sandbox's attachments since its
 // order record was read; [nextRecord] applies it.

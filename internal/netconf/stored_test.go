@@ -1,4 +1,4 @@
-package ocicni
+package netconf
 
 import (
 	"testing"
@@ -7,19 +7,18 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/seed-671fdd43/ocicni/internal/netconf"
 )
 
-// TestCachedList checks that teardown reuses the loaded list only when
-// the cache entry holds its very bytes, and otherwise runs DEL with the
-// config the ADD ran with, its overrides (policy, timeouts) included.
-func TestCachedList(t *testing.T) {
+// TestSetStored checks that a stored config is the loaded list only when
+// it holds its very bytes, and otherwise the config the ADD ran with, its
+// overrides (policy, timeouts) included, so that teardown runs DEL with
+// it.
+func TestSetStored(t *testing.T) {
 	t.Parallel()
 	loadedBytes := []byte(`{"cniVersion":"1.0.0","name":"net","ocicni.teardownPolicy":"tolerant","plugins":[{"type":"bridge"}]}`)
 	loaded, err := libcni.NetworkConfFromBytes(loadedBytes)
 	require.NoError(t, err)
-	set := netconf.NewSet("", "", &network{Name: "net", List: loaded, Overrides: netconf.Overrides{Policy: Tolerant}})
+	set := NewSet("", "", &Network{Name: "net", List: loaded, Overrides: Overrides{Policy: Tolerant}})
 
 	tests := []struct {
 		name       string
@@ -27,10 +26,10 @@ func TestCachedList(t *testing.T) {
 		network    string
 		wantLoaded bool
 		wantTypes  []string
-		wantOver   netconf.Overrides
+		wantOver   Overrides
 		wantErr    bool
 	}{
-		{name: "same bytes reuse the loaded list", cached: string(loadedBytes), network: "net", wantLoaded: true, wantTypes: []string{"bridge"}, wantOver: netconf.Overrides{Policy: Tolerant}},
+		{name: "same bytes reuse the loaded list", cached: string(loadedBytes), network: "net", wantLoaded: true, wantTypes: []string{"bridge"}, wantOver: Overrides{Policy: Tolerant}},
 		{
 			name:      "file changed since ADD: the cached config runs",
 			cached:    `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"bridge"},{"type":"portmap"}]}`,
@@ -42,7 +41,7 @@ func TestCachedList(t *testing.T) {
 			cached:    `{"cniVersion":"1.0.0","name":"gone","ocicni.teardownPolicy":"strict","ocicni.timeouts":{"del":"2s"},"plugins":[{"type":"ptp"}]}`,
 			network:   "gone",
 			wantTypes: []string{"ptp"},
-			wantOver:  netconf.Overrides{Policy: Strict, Timeouts: Timeouts{Del: 2 * time.Second}},
+			wantOver:  Overrides{Policy: Strict, Timeouts: Timeouts{Del: 2 * time.Second}},
 		},
 		{
 			name:      "a bad key in a cached config: the defaults",
@@ -56,7 +55,7 @@ func TestCachedList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			list, over, err := cachedList([]byte(tt.cached), tt.network, "entry", set)
+			list, over, err := set.Stored([]byte(tt.cached), tt.network, "entry")
 			if tt.wantErr {
 				require.Error(t, err)
 				return
