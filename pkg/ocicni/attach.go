@@ -152,12 +152,11 @@ func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, h
 		gate.Release(err)
 	}(ctx)
 
-	ctx = withReason(ctx, reasonSetup)
 	for i, p := range fresh {
 		if debugEnabled(log) {
 			planLog(log, p, "ADD").WithField("type", p.list.Plugins[0].Network.Type).Debug("Adding pod to CNI network")
 		}
-		actx, cancel := planRun(ctx, p, "ADD")
+		actx, cancel := planRun(ctx, p, "ADD", reasonSetup)
 		if i == 0 {
 			actx = pluginexec.WithGate(actx, gate)
 		}

@@ -124,14 +124,15 @@ func ctxErr(ctx context.Context) error {
 }
 
 // planRun returns the context of the plugin runs of p's verb ("ADD",
-// "DEL" or "CHECK"). It carries the name of the network whose list they
-// belong to, which libcni sets as every plugin's "name", so that the hook
-// reports it without decoding the plugin's stdin; and it is bounded by
-// the network's timeout for verb (see [Timeouts]; 0: none), the shorter
-// of it and ctx's own deadline. A plugin run that the bound ends fails
-// with a *TimeoutError (see run).
-func planRun(ctx context.Context, p *plan, verb string) (context.Context, context.CancelFunc) {
-	ctx = context.WithValue(ctx, networkKey{}, p.list.Name)
+// "DEL" or "CHECK"), run for why (see [PluginRun].Reason). It carries
+// why, and the name of the network whose list they belong to, which
+// libcni sets as every plugin's "name", so that the hook reports it
+// without decoding the plugin's stdin; and it is bounded by the network's
+// timeout for verb (see [Timeouts]; 0: none), the shorter of it and ctx's
+// own deadline. A plugin run that the bound ends fails with a
+// *TimeoutError (see run).
+func planRun(ctx context.Context, p *plan, verb, why string) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(withReason(ctx, why), networkKey{}, p.list.Name)
 	var d time.Duration
 	switch verb {
 	case "ADD":

@@ -50,6 +50,8 @@ func TestPluginHookAndEnv(t *testing.T) {
 
 	_, err := m.SetUpPodWithContext(context.Background(), pod)
 	require.NoError(t, err)
+	_, err = m.GetPodNetworkStatusWithContext(context.Background(), pod)
+	require.NoError(t, err)
 	env.Exec.Fail("net", "DEL", types.NewError(types.ErrTryAgainLater, "busy", ""))
 	require.Error(t, m.TearDownPodWithContext(context.Background(), pod))
 
@@ -67,6 +69,11 @@ func TestPluginHookAndEnv(t *testing.T) {
 	require.ErrorAs(t, dels[0].Err, &ce)
 	assert.Equal(t, uint(types.ErrTryAgainLater), ce.Code)
 	assert.Equal(t, "teardown", dels[0].Reason)
+	checks := got.of("CHECK")
+	require.Len(t, checks, 2, "a CHECK for each plugin of the list")
+	for _, c := range checks {
+		assert.Equal(t, "status", c.Reason, "%s", c.Plugin)
+	}
 	assert.NotEmpty(t, got.of("VERSION"), "VERSION runs are reported too")
 
 	for _, c := range env.Exec.Calls("ADD", "DEL") {

@@ -133,7 +133,7 @@ func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry
 			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
-			cctx, cancel := planRun(ctx, p, "CHECK")
+			cctx, cancel := planRun(ctx, p, "CHECK", reasonStatus)
 			err := ck.cni.check(cctx, p.list, p.rt)
 			cancel()
 			if err != nil {

@@ -167,7 +167,7 @@ func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Ent
 // is handled as corrupt: DEL runs again without it, and the file stays
 // until a DEL succeeds.
 func (d *detacher) del(ctx context.Context, p *plan, why string, plog func() *logrus.Entry) error {
-	ctx, cancel := planRun(withReason(ctx, why), p, "DEL")
+	ctx, cancel := planRun(ctx, p, "DEL", why)
 	defer cancel()
 	err := d.cni.del(ctx, p.list, p.rt, p.useCache)
 	var pe *PanicError
