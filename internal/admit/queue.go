@@ -46,6 +46,15 @@ func (q *Queue) Limit() int {
 	return q.limit
 }
 
+// Overtime returns how long a holder may keep its slot (zero: until it
+// releases); zero for a nil queue.
+func (q *Queue) Overtime() time.Duration {
+	if q == nil {
+		return 0
+	}
+	return q.overtime
+}
+
 // Slot is one admission. Release it when the work is done; releasing it
 // again, or after its overtime gave it back, does nothing.
 type Slot struct {

@@ -65,7 +65,7 @@ func TestAdmissionOptions(t *testing.T) {
 			assert.Equal(t, tt.setup, m.e.admit.setup.Limit())
 			assert.Equal(t, tt.teardown, m.e.admit.teardown.Limit())
 			if tt.setup > 0 {
-				assert.Equal(t, tt.overtime, m.e.opts.admission.Overtime)
+				assert.Equal(t, tt.overtime, m.e.admit.setup.Overtime())
 			}
 		})
 	}

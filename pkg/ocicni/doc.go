@@ -53,7 +53,7 @@
 //	locks.go        a pod's locks (gate, node gate, sandbox lock file)
 //	admission.go    Admission: pod operations' turns to run plugins
 //	setups.go       the setups in flight, which GC and the healer watch
-//	exec.go         the plugin executor and the libcni runner
+//	exec.go         the plugin executor, the libcni runner, a plan run's context (planRun)
 //	validate.go     checks of IDs, names, args; netns.go: netns paths
 //	errors.go       typed errors; outcome.go: Outcome, the class of a DEL
 //	options.go      Option and the With... options; telemetry.go: spans, metrics, log fields

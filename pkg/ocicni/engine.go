@@ -14,14 +14,14 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 )
 
-// engine is what the parts of a Manager share: the options, which the
-// engine's services read (each part gets those it reads as data of its
-// own); the store of what each sandbox holds; the plugin runner; the locks; the
+// engine is what the parts of a Manager share: the options its own
+// services read (each part gets those it reads as data of its own); the
+// store of what each sandbox holds; the plugin runner; the locks; the
 // loaded networks; telemetry. Its methods are the services every part
 // uses: the network set, a pod's locks (locks.go), a DEL's plan
 // (plan.go), an operation's span (telemetry.go).
 type engine struct {
-	opts  options
+	opts  engineOptions
 	log   *logrus.Entry
 	exec  invoke.Exec
 	cni   *cniRunner
@@ -41,6 +41,15 @@ type engine struct {
 
 	healer    *healer        // background DEL retries; its loop is counted in Manager.wg
 	rollbacks bgwork.Tracker // background rollbacks (see SetupError)
+}
+
+// engineOptions are the options the engine's services read.
+type engineOptions struct {
+	argsAsGiven  bool           // a plan's runtime config: see WithArgsAsGiven
+	timeouts     Timeouts       // a plan's timeouts, unless its network's config sets its own
+	gatePatience locks.Patience // how long GC holds new pods back (see lockNode)
+	confDir      string         // where the networks come from, for errors
+	fromMemory   bool           // they come from memory instead (see SetMemorySource)
 }
 
 // networkSet and network are the loaded configuration, as package netconf

@@ -222,4 +222,4 @@ func randHex(t *testing.T) string {
 
 // diskCache opens the manager's cache dir as package cache does, for
 // tests that read or rewrite its files directly, as a tool would.
-func (m *Manager) diskCache() *cache.Cache { return cache.New(m.e.opts.cacheDir) }
+func (m *Manager) diskCache() *cache.Cache { return cache.New(m.e.store.led.Dir()) }

@@ -70,7 +70,10 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	led := ledger.New(o.cacheDir)
 	e := &engine{
-		opts: o,
+		opts: engineOptions{
+			argsAsGiven: o.argsAsGiven, timeouts: o.timeouts, gatePatience: o.gatePatience,
+			confDir: o.confDir, fromMemory: o.memory != nil,
+		},
 		log:  o.log,
 		exec: exec,
 		tel:  tel,
@@ -139,7 +142,7 @@ func New(opts ...Option) (*Manager, error) {
 func (m *Manager) Reload(ctx context.Context) error {
 	if err := m.e.conf.Load(ctx); err != nil {
 		from := m.e.opts.confDir
-		if m.e.opts.memory != nil {
+		if m.e.opts.fromMemory {
 			from = "the networks held in memory"
 		}
 		return fmt.Errorf("ocicni: reloading %s: %w", from, err)

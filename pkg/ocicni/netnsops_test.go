@@ -56,7 +56,8 @@ func (r *recordingNetNS) InterfaceAddrs(_ context.Context, p, ifname string) (ne
 func TestWithNetNSOpsNil(t *testing.T) {
 	m, err := New(WithNetNSOps(nil), WithoutWatcher(), WithConfDir(t.TempDir()))
 	require.NoError(t, err, "nil means the default")
-	assert.Equal(t, kernelNetNS{}, m.e.opts.netns)
+	assert.Equal(t, kernelNetNS{}, m.setup.opts.netns)
+	assert.Equal(t, kernelNetNS{}, m.status.opts.netns)
 	require.NoError(t, m.Shutdown())
 }
 
