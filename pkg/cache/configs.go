@@ -365,7 +365,7 @@ func (c *Cache) RemoveStrays(id string) error {
 	return errors.Join(append(errs, c.ReleaseConfigs(id, digests...))...)
 }
 
-// This file takes back saved configs: what [Cache.SaveConfigUndoable]
+// What follows takes back saved configs: what [Cache.SaveConfigUndoable]
 // made, for a caller whose record could not be written.
 
 // ConfigSave is what one [Cache.SaveConfigUndoable] call made, so that
