@@ -73,10 +73,11 @@ func TestReadSandbox(t *testing.T) {
 // record. Restore puts one back without releasing anything.
 func TestCommitReleasesUnusedConfigs(t *testing.T) {
 	l := New(t.TempDir())
-	d1, err := l.SaveConfig("sb", []byte(`{"name":"a"}`))
+	s1, err := l.SaveConfig("sb", []byte(`{"name":"a"}`))
 	require.NoError(t, err)
-	d2, err := l.SaveConfig("sb", []byte(`{"name":"b"}`))
+	s2, err := l.SaveConfig("sb", []byte(`{"name":"b"}`))
 	require.NoError(t, err)
+	d1, d2 := s1.Digest, s2.Digest
 	both := []cache.Attachment{{Network: "a", IfName: "eth0", Config: d1}, {Network: "b", IfName: "eth1", Config: d2}}
 	_, err = l.Commit("sb", Change{Next: both})
 	require.NoError(t, err)

@@ -11,17 +11,14 @@ import (
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
-// SaveConfig saves config b for sandbox id's record and returns its
-// digest (see [cache.Cache.SaveConfig]).
-func (l *Ledger) SaveConfig(id string, b []byte) (string, error) { return l.c.SaveConfig(id, b) }
-
-// SaveConfigUndoable is SaveConfig that returns what it wrote, for
-// [Ledger.UndoSaveConfig].
-func (l *Ledger) SaveConfigUndoable(id string, b []byte) (cache.ConfigSave, error) {
+// SaveConfig saves config b for sandbox id's record and returns what it
+// wrote: the digest that the record's line names it by, and what
+// [Ledger.UndoSaveConfig] takes back (see [cache.Cache.SaveConfigUndoable]).
+func (l *Ledger) SaveConfig(id string, b []byte) (cache.ConfigSave, error) {
 	return l.c.SaveConfigUndoable(id, b)
 }
 
-// UndoSaveConfig takes back what a SaveConfigUndoable wrote.
+// UndoSaveConfig takes back what a SaveConfig wrote.
 func (l *Ledger) UndoSaveConfig(s cache.ConfigSave) error { return l.c.UndoSaveConfig(s) }
 
 // RemoveUnusedConfig removes a shared copy of a saved config that no

@@ -65,11 +65,10 @@ func (a *attacher) setUp(ctx context.Context, pod PodNetwork) (_ []NetResult, er
 		plans = append(plans, p)
 	}
 
-	lease, err := a.lease(ctx, pod.ID, false)
+	ctx, lease, err := a.lease(ctx, pod.ID, false)
 	if err != nil {
 		return nil, err
 	}
-	ctx = lease.sandbox.bind(ctx)
 	release := a.setups.begin(pod.ID, atts, lease.release) // GC leaves a pod being set up alone (see Manager.GC)
 	log := a.podLog(&pod)
 	if err := ctx.Err(); err != nil { // expired while waiting: touch nothing

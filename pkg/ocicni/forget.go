@@ -79,7 +79,7 @@ func (d *detacher) forgottenLine(pod *PodNetwork, f *knownAttachment) (cache.Att
 	if netns, err := usableStoredNetNS(e.NetNS); err == nil && netns != "" {
 		a.NetNS = netns
 	}
-	digest, err := d.store.led.SaveConfig(pod.ID, e.Config)
-	a.Config = digest
+	saved, err := d.store.led.SaveConfig(pod.ID, e.Config)
+	a.Config = saved.Digest
 	return a, err
 }

@@ -21,25 +21,26 @@ var defaultGatePatience = locks.Patience{Idle: time.Second, Hold: 200 * time.Mil
 // lease takes, in the documented order, the shared gate, the node gate
 // shared (so that another engine's GC verbs wait for it), the pod's lock
 // and the sandbox's lock file (so that no engine or process on the node
-// runs an operation on the sandbox meanwhile). A GC DEL (try) does not
+// runs an operation on the sandbox meanwhile), and returns ctx bound to
+// the lock file (see [sandboxStore.lockSandbox]). A GC DEL (try) does not
 // wait for another engine's hold of the sandbox: it gets
 // [locks.ErrBusy].
-func (e *engine) lease(ctx context.Context, id string, try bool) (*podLocks, error) {
+func (e *engine) lease(ctx context.Context, id string, try bool) (context.Context, *podLocks, error) {
 	if err := e.gate.RLock(ctx); err != nil {
-		return nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
+		return ctx, nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
 	node, err := e.store.led.RLockNode(ctx)
 	if err != nil {
 		e.gate.RUnlock()
-		return nil, fmt.Errorf("ocicni: waiting for another engine's GC: %w", err)
+		return ctx, nil, fmt.Errorf("ocicni: waiting for another engine's GC: %w", err)
 	}
-	sb, err := e.store.lockSandbox(ctx, e.pods, id, try)
+	ctx, sb, err := e.store.lockSandbox(ctx, e.pods, id, try)
 	if err != nil {
 		node.Unlock(false)
 		e.gate.RUnlock()
-		return nil, err
+		return ctx, nil, err
 	}
-	return &podLocks{gate: e.gate, node: node, sandbox: sb}, nil
+	return ctx, &podLocks{gate: e.gate, node: node, sandbox: sb}, nil
 }
 
 // podLocks is the shared gates and one pod's locks, held together. A
@@ -73,30 +74,27 @@ type sandboxLock struct {
 	unlock func() // the keyed lock's
 }
 
-// bind returns ctx marking the plugins run under it to inherit the lock
-// file (see [pluginexec.WithInherited]): a plugin that outlives this
+// lockSandbox takes sandbox id's lock in pods, then its lock file, which
+// holds across engines and processes. With try it returns an error
+// matching [locks.ErrBusy] at once when another engine holds the file.
+//
+// The context it returns marks the plugins run under it to inherit the
+// lock file (see [pluginexec.WithInherited]): a plugin that outlives this
 // process, killed in the middle of an operation, keeps the sandbox
 // locked until it exits, so that no other engine runs a plugin on the
 // sandbox beside it. The plugins must have ended when the lock is
 // released.
-func (l *sandboxLock) bind(ctx context.Context) context.Context {
-	return pluginexec.WithInherited(ctx, l.file.Inheritable())
-}
-
-// lockSandbox takes sandbox id's lock in pods, then its lock file, which
-// holds across engines and processes. With try it returns an error
-// matching [locks.ErrBusy] at once when another engine holds the file.
-func (st *sandboxStore) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, try bool) (*sandboxLock, error) {
+func (st *sandboxStore) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, try bool) (context.Context, *sandboxLock, error) {
 	unlock, err := pods.Lock(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
+		return ctx, nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
 	}
 	fl, err := st.led.LockSandbox(ctx, id, try)
 	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("ocicni: waiting for pod %s in another engine: %w", id, err)
+		return ctx, nil, fmt.Errorf("ocicni: waiting for pod %s in another engine: %w", id, err)
 	}
-	return &sandboxLock{file: fl, unlock: unlock}, nil
+	return pluginexec.WithInherited(ctx, fl.Inheritable()), &sandboxLock{file: fl, unlock: unlock}, nil
 }
 
 // release releases the lock file (see [ledger.SandboxLock.Release]),
@@ -153,14 +151,15 @@ func (e *engine) lockNode(ctx context.Context) (func(), error) {
 
 // beginPodOp validates the pod's identity and takes its locks, for the
 // verbs that need nothing else checked first. The plugins run under the
-// context it returns hold the pod's lock file (see [sandboxLock.bind]).
+// context it returns hold the pod's lock file (see
+// [sandboxStore.lockSandbox]).
 func (e *engine) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Context, func(), *logrus.Entry, error) {
 	if err := checkPodArgs(pod); err != nil {
 		return ctx, nil, nil, err
 	}
-	l, err := e.lease(ctx, pod.ID, false)
+	ctx, l, err := e.lease(ctx, pod.ID, false)
 	if err != nil {
 		return ctx, nil, nil, err
 	}
-	return l.sandbox.bind(ctx), l.release, e.podLog(pod), nil
+	return ctx, l.release, e.podLog(pod), nil
 }

@@ -29,14 +29,14 @@ type plan struct {
 	// entry or the corrupt file; "" when only the record or the request
 	// names the attachment.
 	file string
-	// useCache is set only for an attachment whose cache entry the
-	// inventory accepted and whose result libcni can decode: libcni then
-	// reads it as prevResult and removes it once DEL succeeded. Without
-	// it, libcni runs pointed at an empty cache dir, on every path, and
-	// the engine removes the attachment's file once DEL succeeded (a
-	// corrupt entry's DEL would drop the file before running any plugin,
-	// or panic).
-	useCache bool
+	// cacheEntry is file when the inventory accepted it as the
+	// attachment's cache entry and libcni can decode its result: libcni
+	// then reads it as prevResult and removes it once DEL succeeded.
+	// Without it (""), libcni runs pointed at an empty cache dir, on
+	// every path, and the engine removes the attachment's file once DEL
+	// succeeded (a corrupt entry's DEL would drop the file before running
+	// any plugin, or panic).
+	cacheEntry string
 	// onDisk is set when a cache entry or the order record names the
 	// attachment, so it may exist: having no config to DEL it with is
 	// then a failure ([Orphaned]), not a warning.
@@ -193,7 +193,7 @@ func (s *knownAttachment) file() string {
 
 // applyCacheRule sets what p, a plan of the known attachment with its
 // config list, may do with the cache: p.file is the attachment's cache
-// file, and p.useCache says whether libcni may read it, as prevResult and
+// file, and p.cacheEntry says whether libcni may read it, as prevResult and
 // to remove it: only an entry the inventory accepted, whose result libcni
 // can decode at the list's version. Every plan that runs DEL or CHECK gets
 // its cache rule here, so that libcni reads no entry the inventory did not
@@ -207,7 +207,7 @@ func (s *knownAttachment) applyCacheRule(p *plan, plog func() *logrus.Entry) {
 		plog().WithError(err).Warn("libcni cannot use the cached result; running DEL without it and keeping the entry until DEL succeeds")
 		return
 	}
-	p.useCache = true
+	p.cacheEntry = p.file
 }
 
 // Capability keys passed in runtimeConfig, as defined by CNI's CONVENTIONS.

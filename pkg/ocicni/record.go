@@ -65,7 +65,7 @@ func (st *sandboxStore) recordSetup(ctx context.Context, pod *PodNetwork, plans 
 	added := make([]cache.Attachment, 0, len(plans))
 	saves := make([]cache.ConfigSave, 0, len(plans))
 	for _, p := range plans {
-		s, err := st.led.SaveConfigUndoable(pod.ID, p.list.Bytes)
+		s, err := st.led.SaveConfig(pod.ID, p.list.Bytes)
 		if err != nil {
 			return nil, st.undoSetup(saves, fmt.Errorf("saving the config of network %s: %w", p.Name, err))
 		}
@@ -155,7 +155,7 @@ func (st *sandboxStore) settle(ctx context.Context, id string, s settlement, log
 }
 
 // entriesToDrop returns the cache entries that the engine removes after
-// the DELs of plans (see [plan.useCache]): the file of each attachment
+// the DELs of plans (see [plan.cacheEntry]): the file of each attachment
 // deleted, or gone, that libcni did not remove itself. libcni keeps an
 // entry whose DEL answered code 3.
 func entriesToDrop(plans []*plan, outcomes []Outcome) []ledger.Entry {
@@ -170,9 +170,9 @@ func entriesToDrop(plans []*plan, outcomes []Outcome) []ledger.Entry {
 		}
 		p := plans[i]
 		switch {
-		case !p.useCache && p.file != "":
+		case p.cacheEntry == "" && p.file != "":
 			out = append(out, ledger.Entry{Path: p.file})
-		case !p.useCache || o.Class == AlreadyGone:
+		case p.cacheEntry == "" || o.Class == AlreadyGone:
 			out = append(out, ledger.Entry{Network: p.Name, IfName: p.Ifname})
 		}
 	}
@@ -191,12 +191,12 @@ func (st *sandboxStore) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (ca
 	if p.rt != nil {
 		line.NetNS = p.rt.NetNS
 	}
-	digest, err := st.led.SaveConfig(p.id, p.list.Bytes)
+	saved, err := st.led.SaveConfig(p.id, p.list.Bytes)
 	if err != nil {
 		log.WithFields(logrus.Fields{"network": p.Name, "ifname": p.Ifname, "verb": "DEL"}).WithError(err).
 			Warn("Cannot save the config of a failed attachment")
 	} else {
-		line.Config = digest
+		line.Config = saved.Digest
 	}
 	return line, true
 }

@@ -127,14 +127,14 @@ func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry
 				Warn("Cached result cannot be converted to the config version; returning it as stored, without CHECK")
 			return cached, nil
 		}
-		if !p.useCache {
+		if p.cacheEntry == "" {
 			// libcni's CHECK would fail on (or panic over) this cached
 			// result; planFor logged why.
 			return res, nil
 		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
 			cctx, cancel := planRun(ctx, p, "CHECK", reasonStatus)
-			err := ck.cni.check(cctx, p.list, p.rt)
+			err := ck.cni.check(cctx, p.list, p.rt, p.cacheEntry)
 			cancel()
 			if err != nil {
 				return nil, err

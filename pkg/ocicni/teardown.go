@@ -169,12 +169,12 @@ func (d *detacher) deleteAll(ctx context.Context, plans []*plan, log *logrus.Ent
 func (d *detacher) del(ctx context.Context, p *plan, why string, plog func() *logrus.Entry) error {
 	ctx, cancel := planRun(ctx, p, "DEL", why)
 	defer cancel()
-	err := d.cni.del(ctx, p.list, p.rt, p.useCache)
+	err := d.cni.del(ctx, p.list, p.rt, p.cacheEntry)
 	var pe *PanicError
-	if p.useCache && errors.As(err, &pe) {
+	if p.cacheEntry != "" && errors.As(err, &pe) {
 		plog().WithError(err).Warn("libcni panicked over the cache entry; running DEL without it and keeping the entry until DEL succeeds")
-		p.useCache = false
-		err = d.cni.del(ctx, p.list, p.rt, false)
+		p.cacheEntry = ""
+		err = d.cni.del(ctx, p.list, p.rt, "")
 	}
 	if classify(err) == AlreadyGone && len(p.list.Plugins) > 1 && !d.opts.delStopAtCode3 {
 		// libcni stopped the list's DEL at the plugin that answered
@@ -194,14 +194,14 @@ func (d *detacher) del(ctx context.Context, p *plan, why string, plog func() *lo
 // cache: its entry goes when the DELs' outcome is committed (see
 // [entriesToDrop]). It returns the first error other than code 3.
 func (d *detacher) delEachPlugin(ctx context.Context, p *plan) error {
-	p.useCache = false
+	p.cacheEntry = ""
 	var firstErr error
 	for i := len(p.list.Plugins) - 1; i >= 0; i-- {
 		one := &libcni.NetworkConfigList{
 			Name: p.list.Name, CNIVersion: p.list.CNIVersion,
 			Plugins: p.list.Plugins[i : i+1],
 		}
-		if err := d.cni.del(ctx, one, p.rt, false); err != nil && classify(err) != AlreadyGone && firstErr == nil {
+		if err := d.cni.del(ctx, one, p.rt, ""); err != nil && classify(err) != AlreadyGone && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -255,12 +255,11 @@ func (d *detacher) retryDELs(ctx context.Context, id string, link trace.SpanCont
 // retryDELsLocked is retryDELs under the sandbox's lock: it returns the
 // outcomes of the DELs it ran, or why it could not run them.
 func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, error) {
-	sb, err := d.store.lockSandbox(ctx, d.pods, id, false)
+	ctx, sb, err := d.store.lockSandbox(ctx, d.pods, id, false)
 	if err != nil {
 		return nil, err // shutting down: the record keeps the retry for the next manager
 	}
 	defer sb.release()
-	ctx = sb.bind(ctx)
 	log := d.log.WithFields(logrus.Fields{"sandbox": id, "verb": "DEL", "reason": reasonHeal})
 	set := d.snapshot()
 	inv := d.store.takeInventory(id, nil, set, log)
