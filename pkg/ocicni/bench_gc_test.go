@@ -263,9 +263,9 @@ func percentile(ds []time.Duration, p float64) float64 {
 // bounds GC's time. "split" puts the stale attachments on a network of
 // their own and varies [WithGCWorkers]. Run one with, for example,
 // -bench 'BenchmarkGC10000/split/workers=4' -benchtime 1x. With
-// OCICNI_BENCH_GC_ALONE set it times only GC on its own (a couple of
-// minutes, where GC during setups takes about twenty), for comparing
-// commits in alternating runs.
+// OCICNI_BENCH_GC_ALONE set it times only GC on its own, which takes a
+// fraction of the time of GC during setups, for comparing commits in
+// alternating runs.
 func BenchmarkGC10000(b *testing.B) {
 	testenv.RequireRoot(b)
 	require.NotEmpty(b, pluginDir, "plugins are built by TestMain")
