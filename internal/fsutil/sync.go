@@ -77,9 +77,17 @@ const maxTempAttempts = 8
 
 // createTemp creates the temporary file of a durable write (tmp as in
 // [WriteDurable]) and holds its lock (see holdTemp) until it is closed,
-// so that [RemoveUnheld] leaves it alone. A file removed between its
+// so that [RemoveUnheld] leaves it alone. Where it can, it makes the file
+// unnamed, locks it and then names it (see createUnnamedTemp), so that a
+// sweep never meets it unlocked. Elsewhere, a file removed between its
 // creation and the lock is created again.
 func createTemp(dir, tmp string) (*os.File, error) {
+	if f, err := createUnnamedTemp(dir, tmp); !errors.Is(err, errNoUnnamed) {
+		if err == nil && TestHookTempHeld != nil {
+			TestHookTempHeld(f.Name())
+		}
+		return f, err
+	}
 	for range maxTempAttempts {
 		var f *os.File
 		var err error

@@ -18,6 +18,37 @@ import (
 // process or another, holds the key's lock.
 var ErrBusy = errors.New("locks: held by another holder")
 
+// ErrUnavailable is matched by every [*UnavailableError]: a lock that
+// could not be had for a file system reason, not because another holder
+// has it.
+var ErrUnavailable = errors.New("locks: lock files unavailable")
+
+// UnavailableError is the failure of a lock whose file could not be made,
+// opened or locked: a read-only or full file system, an I/O error, a
+// lock dir that cannot be made, a file system without flock(2). It
+// matches [ErrUnavailable] and unwraps to the cause.
+type UnavailableError struct {
+	Path string // the lock file, or its directory
+	Err  error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("locks: lock file %s unavailable: %v", e.Path, e.Err)
+}
+
+// Is reports whether target is [ErrUnavailable].
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+func unavailable(path string, err error) error {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &UnavailableError{Path: path, Err: err}
+}
+
 // Names of the node gate's two files in a [Files] directory. A key never
 // starts with a dot (container IDs start with a letter or a digit), so
 // they never meet a key's file.
@@ -122,7 +153,7 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 		if same, err := stillAt(f, path); err != nil || same {
 			if err != nil {
 				_ = f.Close()
-				return nil, fmt.Errorf("locks: %w", err)
+				return nil, unavailable(path, err)
 			}
 			return &FileLock{f: f, path: path, fl: fl}, nil
 		}
@@ -205,17 +236,26 @@ func (fl *Files) lockNode(ctx context.Context, how int, wait bool) (*FileLock, e
 }
 
 // open opens path for locking, making the directory first when it is
-// missing.
+// missing. Where the file cannot be opened for writing (a read-only file
+// system, or one that turned read-only after an I/O error), an existing
+// file is opened read-only: flock(2) needs no write access, so the lock
+// still holds; only its stamp is not written. Every failure is an
+// [*UnavailableError].
 func (fl *Files) open(path string) (*os.File, error) {
 	f, err := openLockFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(fl.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("locks: %w", err)
+			return nil, unavailable(fl.dir, err)
 		}
 		f, err = openLockFile(path)
 	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if rf, rerr := openLockFileReadOnly(path); rerr == nil {
+			return rf, nil
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("locks: %w", err)
+		return nil, unavailable(path, err)
 	}
 	return f, nil
 }
@@ -239,7 +279,7 @@ func flockWait(ctx context.Context, f *os.File, how int, wait bool) error {
 		ok, err := tryFlock(f, how)
 		switch {
 		case err != nil:
-			return fmt.Errorf("locks: locking %s: %w", f.Name(), err)
+			return unavailable(f.Name(), fmt.Errorf("flock: %w", err))
 		case ok:
 			return nil
 		case !wait:

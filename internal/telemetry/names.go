@@ -6,20 +6,21 @@ const ScopeName = "github.com/seed-671fdd43/ocicni"
 // Attribute keys. Metrics carry only those of bounded cardinality: never
 // a container ID or an interface name.
 const (
-	AttrOperation   = "cni.operation"      // setup, teardown, pod_status, status, gc, or a face's verb
-	AttrOutcome     = "cni.outcome"        // see the Outcome constants
-	AttrVerb        = "cni.verb"           // ADD, DEL, CHECK, GC, STATUS, VERSION
-	AttrNetwork     = "cni.network"        // the network's name
-	AttrPluginType  = "cni.plugin.type"    // the plugin binary's base name
-	AttrReason      = "cni.reason"         // why the engine ran it: setup, teardown, rollback, gc, heal, status
-	AttrContainerID = "cni.container.id"   // spans only
-	AttrIfName      = "cni.ifname"         // spans only
-	AttrErrorCode   = "cni.error.code"     // the plugin's CNI error code, when it returned one
-	AttrDELClass    = "cni.del.class"      // a failed DEL's class: retry-later, failed, orphaned
-	AttrGCResult    = "cni.gc.result"      // deleted, kept, failed
-	AttrSkipReason  = "cni.config.reason"  // why a config file is skipped
-	AttrFace        = "cni.face"           // the face that was called: gocni
-	AttrNetworks    = "cni.networks.count" // spans only: networks an operation covers
+	AttrOperation    = "cni.operation"      // setup, teardown, pod_status, status, gc, or a face's verb
+	AttrOutcome      = "cni.outcome"        // see the Outcome constants
+	AttrVerb         = "cni.verb"           // ADD, DEL, CHECK, GC, STATUS, VERSION
+	AttrNetwork      = "cni.network"        // the network's name
+	AttrPluginType   = "cni.plugin.type"    // the plugin binary's base name
+	AttrReason       = "cni.reason"         // why the engine ran it: setup, teardown, rollback, gc, heal, status
+	AttrContainerID  = "cni.container.id"   // spans only
+	AttrIfName       = "cni.ifname"         // spans only
+	AttrErrorCode    = "cni.error.code"     // the plugin's CNI error code, when it returned one
+	AttrDELClass     = "cni.del.class"      // a failed DEL's class: retry-later, failed, orphaned
+	AttrGCResult     = "cni.gc.result"      // deleted, kept, failed
+	AttrSkipReason   = "cni.config.reason"  // why a config file is skipped
+	AttrDegradedPart = "cni.degraded.part"  // which part works around a fault: DegradedLocks, DegradedWatcher
+	AttrFace         = "cni.face"           // the face that was called: gocni
+	AttrNetworks     = "cni.networks.count" // spans only: networks an operation covers
 )
 
 // Outcomes of an operation or a plugin run, as [AttrOutcome] takes them.
@@ -52,6 +53,13 @@ const (
 	MetricGCAttachments     = "cni.gc.attachments"       // {attachment}, counter: gc.result
 	MetricReloads           = "cni.config.reloads"       // {reload}, counter
 	MetricSkipped           = "cni.config.skipped"       // {file}, gauge: config.reason
+	MetricDegraded          = "cni.degraded"             // 1 or 0, gauge: degraded.part (locks, watcher)
+)
+
+// Values of AttrDegradedPart: the parts that work around a node's fault.
+const (
+	DegradedLocks   = "locks"   // the node-wide lock files cannot be used
+	DegradedWatcher = "watcher" // the conf dirs are polled: no fsnotify watcher
 )
 
 // Span names. A plugin run's span is named SpanPlugin and its verb,

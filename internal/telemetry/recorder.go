@@ -31,6 +31,7 @@ type Recorder struct {
 	pending        metric.Int64ObservableGauge
 	pendingOldest  metric.Float64ObservableGauge
 	skipped        metric.Int64ObservableGauge
+	degraded       metric.Int64ObservableGauge
 	registration   metric.Registration // the gauges' callback; nil without one
 	closed         sync.Once
 }
@@ -44,6 +45,9 @@ type Gauges struct {
 	Pending func() (n int, oldest time.Duration)
 	// Skipped returns how many config files are skipped, by reason.
 	Skipped func() map[string]int
+	// Degraded returns whether each part that works around a node's
+	// fault does so now (DegradedLocks, DegradedWatcher).
+	Degraded func() map[string]bool
 }
 
 // durationBuckets are the histograms' bounds, in seconds: plugin runs
@@ -93,6 +97,9 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Recorder, error) {
 	r.skipped, err = meter.Int64ObservableGauge(MetricSkipped, metric.WithUnit("{file}"),
 		metric.WithDescription("Config files skipped, by reason."))
 	errs = append(errs, err)
+	r.degraded, err = meter.Int64ObservableGauge(MetricDegraded, metric.WithUnit("1"),
+		metric.WithDescription("1 while a part works around a node's fault: lock files it cannot use, a watcher it cannot make."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -102,7 +109,7 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Recorder, error) {
 // Observe makes the gauges report what g returns, at each collection,
 // until [Recorder.Close]. Call it at most once.
 func (r *Recorder) Observe(g Gauges) error {
-	if r == nil || !r.metrics || (g.Pending == nil && g.Skipped == nil) {
+	if r == nil || !r.metrics || (g.Pending == nil && g.Skipped == nil && g.Degraded == nil) {
 		return nil
 	}
 	var err error
@@ -117,8 +124,17 @@ func (r *Recorder) Observe(g Gauges) error {
 				o.ObserveInt64(r.skipped, int64(n), metric.WithAttributes(attribute.String(AttrSkipReason, reason)))
 			}
 		}
+		if g.Degraded != nil {
+			for part, on := range g.Degraded() {
+				v := int64(0)
+				if on {
+					v = 1
+				}
+				o.ObserveInt64(r.degraded, v, metric.WithAttributes(attribute.String(AttrDegradedPart, part)))
+			}
+		}
 		return nil
-	}, r.pending, r.pendingOldest, r.skipped)
+	}, r.pending, r.pendingOldest, r.skipped, r.degraded)
 	return err
 }
 

@@ -65,7 +65,7 @@ func (a *attacher) setUp(ctx context.Context, pod PodNetwork) (_ []NetResult, er
 		plans = append(plans, p)
 	}
 
-	ctx, lease, err := a.lease(ctx, pod.ID, false)
+	ctx, lease, err := a.lease(ctx, pod.ID, lockMust)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,9 @@ func (a *attacher) rollback(ctx context.Context, pod *PodNetwork, plans, untried
 	for i, p := range untried {
 		never[i] = p.NetAttachment
 	}
-	a.store.settle(ctx, pod.ID, settlement{recorded: recorded, never: never, plans: reversed, outcomes: outcomes}, log)
+	// A commit that fails is finished by the healer (see settle), and the
+	// setup's error says what the rollback's DELs did.
+	_ = a.store.settle(ctx, pod.ID, settlement{recorded: recorded, never: never, plans: reversed, outcomes: outcomes}, log)
 	if !slices.ContainsFunc(outcomes, Outcome.Failure) {
 		return nil
 	}

@@ -101,5 +101,9 @@ func (e *engine) gauges() telemetry.Gauges {
 			}
 			return out
 		},
+		Degraded: func() map[string]bool {
+			h := e.health()
+			return map[string]bool{telemetry.DegradedLocks: h.LocksDegraded, telemetry.DegradedWatcher: h.WatcherPolling}
+		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/guard"
+	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/internal/netconf"
 	"github.com/seed-671fdd43/ocicni/internal/netns"
 	"github.com/seed-671fdd43/ocicni/internal/pluginexec"
@@ -82,7 +83,39 @@ var (
 	// differs from how it was added. Nothing ran; tear the sandbox down
 	// first.
 	ErrAttachmentLive = errors.New("ocicni: attachment already live")
+	// ErrStateNotRecorded is matched by every *[RecordError]: the plugins
+	// ran, but what they did could not be written to the cache dir.
+	ErrStateNotRecorded = errors.New("ocicni: outcome not recorded in the cache dir")
+	// ErrLocksUnavailable is matched by the error of a setup that refused
+	// to run because its sandbox's lock file could not be had for a file
+	// system reason (see [Health].LocksDegraded). Teardowns run all the
+	// same.
+	ErrLocksUnavailable = locks.ErrUnavailable
 )
+
+// RecordError is the error of a teardown whose DELs ran (each with the
+// outcome the rest of the error, if any, reports) but whose outcome could
+// not be committed to the cache dir: a read-only or full file system, an
+// I/O error. The order record and the cache entries still say the
+// attachments are live. With healing on (see [WithHealing]), the manager
+// runs their DELs again in the background, which DEL's idempotence makes
+// harmless, and commits once the cache dir can be written: nothing is
+// left, with no further call. It matches [ErrStateNotRecorded] and
+// unwraps to the cause.
+type RecordError struct {
+	ContainerID string
+	Err         error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("ocicni: pod %s: the DELs ran, but their outcome could not be recorded "+
+		"(it is, in the background, once the cache dir can be written): %v", e.ContainerID, e.Err)
+}
+
+// Is reports whether target is [ErrStateNotRecorded].
+func (e *RecordError) Is(target error) bool { return target == ErrStateNotRecorded }
+
+func (e *RecordError) Unwrap() error { return e.Err }
 
 // Caps on what the default executor keeps of one plugin run's output. A
 // plugin that prints more is killed with its process group, and the run

@@ -74,7 +74,7 @@ func (c *collector) deleteStale(ctx context.Context, until time.Time, stale []*s
 func (c *collector) deleteStaleContainer(ctx context.Context, sc *staleContainer, watch *setupWatch, log *logrus.Entry,
 ) ([]Outcome, []error) {
 	clog := log.WithField("sandbox", sc.id)
-	ctx, l, err := c.lease(ctx, sc.id, true)
+	ctx, l, err := c.lease(ctx, sc.id, lockTry)
 	if errors.Is(err, locks.ErrBusy) {
 		clog.Info("GC leaves a sandbox alone: another engine is working on it")
 		return nil, nil

@@ -168,6 +168,9 @@ type healer struct {
 	links  map[string]trace.SpanContext
 	wake   chan struct{}  // capacity 1: the schedule changed
 	active bgwork.Tracker // retries in flight, which Shutdown waits for
+	// unsettled are the DELs that ran but could not be committed (see
+	// unsettled.go); its lock is a leaf, never taken with mu.
+	unsettled unsettledSet
 }
 
 // healState is what a sandbox's order record leaves for healing: when

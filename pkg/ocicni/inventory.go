@@ -26,6 +26,10 @@ type sandboxStore struct {
 	led   *ledger.Ledger
 	heal  HealPolicy
 	track func(id string, st healState, link trace.SpanContext) // the healer's
+	// unsettled hands the healer the attachments whose DELs ran but whose
+	// outcome could not be committed (see [sandboxStore.settle]).
+	unsettled func(id string, atts []NetAttachment)
+	fault     lockFault // whether the lock files can be used
 }
 
 // knownAttachment is one attachment of a sandbox, with everything known of it.

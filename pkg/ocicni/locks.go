@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -18,25 +19,49 @@ import (
 // back, for at most a fifth of a second at a time (see locks.Gate).
 var defaultGatePatience = locks.Patience{Idle: time.Second, Hold: 200 * time.Millisecond}
 
+// lockHow is how a pod operation takes its sandbox's lock file.
+type lockHow int
+
+const (
+	// lockMust waits for the lock file, and fails when it cannot be had:
+	// a setup, which records what a teardown needs, refuses to run
+	// unlocked.
+	lockMust lockHow = iota
+	// lockBest waits for the lock file and, when it cannot be had for a
+	// file system reason (see [locks.ErrUnavailable]), goes on under the
+	// in-process locks alone: a teardown, a status, a DEL retry. A
+	// sick file system never keeps a DEL from running.
+	lockBest
+	// lockTry does not wait: a GC DEL gets [locks.ErrBusy] when another
+	// holder has the file, and leaves a sandbox whose file it cannot
+	// have for GC's next run.
+	lockTry
+)
+
 // lease takes, in the documented order, the shared gate, the node gate
 // shared (so that another engine's GC verbs wait for it), the pod's lock
 // and the sandbox's lock file (so that no engine or process on the node
 // runs an operation on the sandbox meanwhile), and returns ctx bound to
-// the lock file (see [sandboxStore.lockSandbox]). A GC DEL (try) does not
-// wait for another engine's hold of the sandbox: it gets
-// [locks.ErrBusy].
-func (e *engine) lease(ctx context.Context, id string, try bool) (context.Context, *podLocks, error) {
+// the lock file (see [sandboxStore.lockSandbox]). A node gate whose files
+// cannot be used is skipped, for every operation; the sandbox's lock file
+// as how says.
+func (e *engine) lease(ctx context.Context, id string, how lockHow) (context.Context, *podLocks, error) {
 	if err := e.gate.RLock(ctx); err != nil {
 		return ctx, nil, fmt.Errorf("ocicni: waiting for GC: %w", err)
 	}
 	node, err := e.store.led.RLockNode(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, locks.ErrUnavailable):
+		e.store.fault.failed(err)
+	case err != nil:
 		e.gate.RUnlock()
 		return ctx, nil, fmt.Errorf("ocicni: waiting for another engine's GC: %w", err)
 	}
-	ctx, sb, err := e.store.lockSandbox(ctx, e.pods, id, try)
+	ctx, sb, err := e.store.lockSandbox(ctx, e.pods, id, how)
 	if err != nil {
-		node.Unlock(false)
+		if node != nil {
+			node.Unlock(false)
+		}
 		e.gate.RUnlock()
 		return ctx, nil, err
 	}
@@ -47,7 +72,7 @@ func (e *engine) lease(ctx context.Context, id string, try bool) (context.Contex
 // background rollback drops the gates early and keeps the pod's locks.
 type podLocks struct {
 	gate     *locks.Gate
-	node     *locks.FileLock
+	node     *locks.FileLock // nil: the node gate's files could not be used
 	gateOnce sync.Once
 	sandbox  *sandboxLock
 }
@@ -55,7 +80,9 @@ type podLocks struct {
 // dropGate releases the gates, once.
 func (l *podLocks) dropGate() {
 	l.gateOnce.Do(func() {
-		l.node.Unlock(false)
+		if l.node != nil {
+			l.node.Unlock(false)
+		}
 		l.gate.RUnlock()
 	})
 }
@@ -70,13 +97,12 @@ func (l *podLocks) release() {
 // sandboxLock is one sandbox's locks, held: its lock in the manager's
 // keyed locks and its lock file.
 type sandboxLock struct {
-	file   *ledger.SandboxLock
+	file   *ledger.SandboxLock // nil: the lock file could not be had (see lockBest)
 	unlock func() // the keyed lock's
 }
 
 // lockSandbox takes sandbox id's lock in pods, then its lock file, which
-// holds across engines and processes. With try it returns an error
-// matching [locks.ErrBusy] at once when another engine holds the file.
+// holds across engines and processes, as how says (see [lockHow]).
 //
 // The context it returns marks the plugins run under it to inherit the
 // lock file (see [pluginexec.WithInherited]): a plugin that outlives this
@@ -84,24 +110,75 @@ type sandboxLock struct {
 // locked until it exits, so that no other engine runs a plugin on the
 // sandbox beside it. The plugins must have ended when the lock is
 // released.
-func (st *sandboxStore) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, try bool) (context.Context, *sandboxLock, error) {
+func (st *sandboxStore) lockSandbox(ctx context.Context, pods *locks.Keyed, id string, how lockHow) (context.Context, *sandboxLock, error) {
 	unlock, err := pods.Lock(ctx, id)
 	if err != nil {
 		return ctx, nil, fmt.Errorf("ocicni: waiting for pod %s: %w", id, err)
 	}
-	fl, err := st.led.LockSandbox(ctx, id, try)
-	if err != nil {
-		unlock()
-		return ctx, nil, fmt.Errorf("ocicni: waiting for pod %s in another engine: %w", id, err)
+	fl, err := st.led.LockSandbox(ctx, id, how == lockTry)
+	switch {
+	case err == nil:
+		st.fault.worked()
+		return pluginexec.WithInherited(ctx, fl.Inheritable()), &sandboxLock{file: fl, unlock: unlock}, nil
+	case errors.Is(err, locks.ErrUnavailable):
+		st.fault.failed(err)
+		if how == lockBest {
+			return ctx, &sandboxLock{unlock: unlock}, nil
+		}
 	}
-	return pluginexec.WithInherited(ctx, fl.Inheritable()), &sandboxLock{file: fl, unlock: unlock}, nil
+	unlock()
+	return ctx, nil, fmt.Errorf("ocicni: waiting for pod %s in another engine: %w", id, err)
 }
 
 // release releases the lock file (see [ledger.SandboxLock.Release]),
 // then the keyed lock.
 func (l *sandboxLock) release() {
-	l.file.Release()
+	if l.file != nil {
+		l.file.Release()
+	}
 	l.unlock()
+}
+
+// lockFault is whether the node-wide lock files were last found unusable
+// (see [locks.ErrUnavailable]), so that the change is logged once each
+// way and the state is reported ([Manager.Health], the gauge
+// [telemetry.MetricLocksDegraded]). mu is a leaf lock.
+type lockFault struct {
+	log      *logrus.Entry
+	degraded atomic.Bool // read without mu on every lock taken
+	mu       sync.Mutex  // guards cause, and serializes the changes
+	cause    error
+}
+
+// failed records that a lock file could not be used, for err.
+func (f *lockFault) failed(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cause = err
+	if !f.degraded.Swap(true) && f.log != nil {
+		f.log.WithError(err).Warn("The node-wide lock files cannot be used; pod teardowns go on under this " +
+			"process's locks alone, and setups refuse until they can be used again")
+	}
+}
+
+// worked records that a sandbox's lock file could be used.
+func (f *lockFault) worked() {
+	if !f.degraded.Load() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.degraded.Swap(false) && f.log != nil {
+		f.log.Info("The node-wide lock files can be used again")
+	}
+	f.cause = nil
+}
+
+// state returns whether the lock files are degraded, and why.
+func (f *lockFault) state() (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.degraded.Load(), f.cause
 }
 
 // othersWorkGrace is how long before a GC began another engine's work on
@@ -157,7 +234,7 @@ func (e *engine) beginPodOp(ctx context.Context, pod *PodNetwork) (context.Conte
 	if err := checkPodArgs(pod); err != nil {
 		return ctx, nil, nil, err
 	}
-	ctx, l, err := e.lease(ctx, pod.ID, false)
+	ctx, l, err := e.lease(ctx, pod.ID, lockBest)
 	if err != nil {
 		return ctx, nil, nil, err
 	}

@@ -98,7 +98,8 @@ func New(opts ...Option) (*Manager, error) {
 	e.conf = conf
 	td := &detacher{engine: e, opts: teardownOptions{policy: o.policy, delStopAtCode3: o.delStopAtCode3, heal: o.heal}}
 	e.healer = newHealer(o.heal, e.log, td.retryDELs, func() bool { return e.setups.busy(defaultGCPace.window) })
-	e.store = &sandboxStore{led: led, heal: o.heal, track: e.healer.track}
+	e.store = &sandboxStore{led: led, heal: o.heal, track: e.healer.track, unsettled: e.healer.unsettle}
+	e.store.fault.log = e.log
 	m := &Manager{
 		e: e, teardown: td,
 		setup: &attacher{engine: e, detach: td, opts: setupOptions{
@@ -162,6 +163,10 @@ func (m *Manager) Networks() []string { return m.e.snapshot().Names() }
 
 // Skipped returns why configuration files were not loaded, in file order.
 func (m *Manager) Skipped() []*ConfigError { return m.e.snapshot().Skipped() }
+
+// Health reports the node's faults that the manager works around: lock
+// files it cannot use, a watcher it cannot make (see [Health]).
+func (m *Manager) Health() Health { return m.e.health() }
 
 // Shutdown stops the config watcher and the healing loop and waits for
 // them and for the reloads already running. It cuts the plugin VERSION

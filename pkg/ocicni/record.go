@@ -133,10 +133,11 @@ type settlement struct {
 // added with the config its DEL ran with, saved, so that it can be
 // deleted when the entry is removed by hand. An unreadable record cannot
 // guide anything: it goes when no DEL failed, and is replaced by the
-// failed attachments otherwise. Failures to commit are logged: the
-// record and the entries then stay as they were, which costs at most a
-// harmless repeated DEL.
-func (st *sandboxStore) settle(ctx context.Context, id string, s settlement, log *logrus.Entry) {
+// failed attachments otherwise. A commit that fails leaves the record
+// and the entries as they were, and returns a *[RecordError]: the
+// attachments of the DELs go to the healer (see [unsettledSet]), which
+// runs them again and commits once the cache dir can be written.
+func (st *sandboxStore) settle(ctx context.Context, id string, s settlement, log *logrus.Entry) error {
 	next, changed := nextRecord(id, s.recorded, recordChange{
 		never: s.never, outcomes: s.outcomes,
 		lineFor: func(o Outcome) (cache.Attachment, bool) { return st.lineFor(s.plans, o, log) },
@@ -147,11 +148,23 @@ func (st *sandboxStore) settle(ctx context.Context, id string, s settlement, log
 		Drop: entriesToDrop(s.plans, s.outcomes), Strays: s.strays && !failed,
 	}
 	if ch.Keep && len(ch.Drop) == 0 && !ch.Strays {
-		return
+		return nil
 	}
-	if err := st.commit(ctx, id, ch, log); err != nil {
-		log.WithError(err).Warn("Cannot update attachment order record")
+	err := st.commit(ctx, id, ch, log)
+	if err == nil {
+		return nil
 	}
+	atts := make([]NetAttachment, 0, len(s.plans)+len(s.never))
+	for _, p := range s.plans {
+		atts = append(atts, p.NetAttachment)
+	}
+	atts = append(atts, s.never...)
+	if st.unsettled != nil {
+		st.unsettled(id, atts)
+	}
+	log.WithError(err).Warn("Cannot update the attachment order record after the DELs; " +
+		"running them again and recording their outcome in the background")
+	return &RecordError{ContainerID: id, Err: err}
 }
 
 // entriesToDrop returns the cache entries that the engine removes after
@@ -206,11 +219,13 @@ func (st *sandboxStore) lineFor(plans []*plan, o Outcome, log *logrus.Entry) (ca
 // An unreadable record goes once no cache entry of the container is
 // left, readable or corrupt.
 func (st *sandboxStore) pruneStaleRecord(ctx context.Context, id string, s settlement, log *logrus.Entry) {
+	// A commit that fails is finished by the healer (see settle); GC's
+	// outcomes are the DELs'.
 	if s.rerr == nil || slices.ContainsFunc(s.outcomes, Outcome.Failure) {
-		st.settle(ctx, id, s, log)
+		_ = st.settle(ctx, id, s, log)
 		return
 	}
-	st.settle(ctx, id, settlement{recorded: s.recorded, plans: s.plans, outcomes: s.outcomes}, log) // drops the entries alone
+	_ = st.settle(ctx, id, settlement{recorded: s.recorded, plans: s.plans, outcomes: s.outcomes}, log) // drops the entries alone
 	left, err := st.hasCacheFiles(id)
 	if err != nil {
 		log.WithError(err).Warn("Cannot list the cache entries of a container; keeping its unreadable attachment order record")

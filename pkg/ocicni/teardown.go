@@ -64,10 +64,13 @@ func (d *detacher) tearDown(ctx context.Context, pod PodNetwork) (_ []Outcome, e
 	}
 	outcomes := slices.Concat(inv.failures, d.deleteAll(ctx, plans, log, reasonTeardown))
 	err = d.teardownResult(&pod, outcomes, log)
-	d.store.settle(ctx, pod.ID, settlement{
+	serr := d.store.settle(ctx, pod.ID, settlement{
 		recorded: inv.record, rerr: inv.recordErr, plans: plans, outcomes: outcomes,
 		strays: inv.record == nil && inv.recordErr == nil, // a setup killed before it wrote the record
 	}, log)
+	if serr != nil { // the DELs ran; what they did is recorded in the background
+		return outcomes, errors.Join(err, serr)
+	}
 	if err == nil {
 		log.WithField("attachments", len(outcomes)).Info("Detached pod from its CNI networks")
 	}
@@ -255,7 +258,7 @@ func (d *detacher) retryDELs(ctx context.Context, id string, link trace.SpanCont
 // retryDELsLocked is retryDELs under the sandbox's lock: it returns the
 // outcomes of the DELs it ran, or why it could not run them.
 func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, error) {
-	ctx, sb, err := d.store.lockSandbox(ctx, d.pods, id, false)
+	ctx, sb, err := d.store.lockSandbox(ctx, d.pods, id, lockBest)
 	if err != nil {
 		return nil, err // shutting down: the record keeps the retry for the next manager
 	}
@@ -267,7 +270,7 @@ func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, e
 		log.WithError(inv.recordErr).Warn("Cannot read the attachment order record of a sandbox with a pending DEL retry; leaving it to GC")
 		return nil, inv.recordErr
 	}
-	due := inv.due(time.Now())
+	due := inv.withUnsettled(inv.due(time.Now()), d.healer.unsettled.take(id))
 	if len(due) == 0 {
 		if hs := pendingHeal(inv.record); !hs.due.IsZero() { // a teardown or setup changed it meanwhile
 			d.healer.schedule(id, hs.due)
@@ -293,6 +296,9 @@ func (d *detacher) retryDELsLocked(ctx context.Context, id string) ([]Outcome, e
 				Info("Background DEL retry finished a teardown")
 		}
 	}
-	d.store.settle(dctx, id, settlement{recorded: inv.record, plans: plans, outcomes: outcomes}, log)
+	if err := d.store.settle(dctx, id, settlement{recorded: inv.record, plans: plans, outcomes: outcomes}, log); err != nil {
+		return outcomes, err // rescheduled (see unsettledSet)
+	}
+	d.healer.unsettled.settled(id)
 	return outcomes, nil
 }

@@ -1,0 +1,85 @@
+package fsutil
+
+import (
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// errNoUnnamed is what createUnnamedTemp returns where the file system
+// or the kernel makes no unnamed file (O_TMPFILE), or /proc is missing:
+// the caller creates a named one instead.
+var errNoUnnamed = errors.New("no unnamed temporary files here")
+
+// maxNameAttempts bounds how many names createUnnamedTemp tries for a
+// pattern before it gives up: each is random, so one taken is rare.
+const maxNameAttempts = 100
+
+// createUnnamedTemp makes the temporary file of a durable write (tmp as
+// in [WriteDurable]) with no name (O_TMPFILE), locks it, and only then
+// links it into dir under its name: the file never has a name unlocked,
+// so [RemoveUnheld] can never remove it before its write holds it. A
+// fixed name that exists is a crash's leftover (the caller serializes
+// writes that share it), and is replaced.
+func createUnnamedTemp(dir, tmp string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL):
+		return nil, errNoUnnamed
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX) // nobody else can reach an unnamed file: it never waits
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, &fs.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(fd)
+	pattern := strings.Contains(tmp, "*")
+	for range maxNameAttempts {
+		name := tmp
+		if pattern {
+			i := strings.LastIndex(tmp, "*")
+			name = tmp[:i] + strconv.FormatUint(uint64(rand.Uint32()), 10) + tmp[i+1:] //nolint:gosec // a name, not a secret
+		}
+		path := filepath.Join(dir, name)
+		err = unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), path), nil
+		case errors.Is(err, unix.EEXIST) && !pattern:
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				_ = unix.Close(fd)
+				return nil, rerr
+			}
+		case errors.Is(err, unix.EEXIST):
+		case errors.Is(err, unix.ENOENT) && !dirExists(dir):
+			_ = unix.Close(fd)
+			return nil, &fs.PathError{Op: "link", Path: path, Err: err}
+		case errors.Is(err, unix.ENOENT):
+			_ = unix.Close(fd)
+			return nil, errNoUnnamed // no /proc to link through
+		default:
+			_ = unix.Close(fd)
+			return nil, &fs.PathError{Op: "link", Path: path, Err: err}
+		}
+	}
+	_ = unix.Close(fd)
+	return nil, &fs.PathError{Op: "link", Path: filepath.Join(dir, tmp), Err: fs.ErrExist}
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}

@@ -1,0 +1,167 @@
+package ocicni
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-671fdd43/ocicni/internal/telemetry"
+	"github.com/seed-671fdd43/ocicni/internal/testenv"
+)
+
+// This file holds the tests of a sick cache file system: read-only, full,
+// or with a lock dir that cannot be made. A teardown runs every DEL
+// whatever the lock files can do, and what it could not record is
+// finished in the background once the file system is well again.
+
+// sickCacheEnv is an itEnv whose cache dir is a tmpfs of its own, which
+// the test can remount read-only; the host-local data dir stays where it
+// was, on a file system the plugins can write.
+func sickCacheEnv(t *testing.T) *itEnv {
+	t.Helper()
+	e := newITEnv(t)
+	e.cacheDir = filepath.Join(testenv.Tmpfs(t, 8<<20), "cache")
+	require.NoError(t, os.Mkdir(e.cacheDir, 0o700))
+	return e
+}
+
+// remount remounts the tmpfs of dir read-only, or read-write again.
+func remount(t *testing.T, dir string, readOnly bool) {
+	t.Helper()
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	require.NoError(t, unix.Mount("tmpfs", dir, "tmpfs", flags, ""), "remount %s", dir)
+	if readOnly {
+		t.Cleanup(func() { _ = unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "") })
+	}
+}
+
+// A pod set up before its cache dir turned read-only is torn down: every
+// DEL runs (the address and the veth go, host-local's reservation is
+// released), and the call returns an error matching ErrStateNotRecorded.
+// Once the file system is writable again, the record, the cache entry and
+// the lock file go with no further call.
+func TestTeardownOnReadOnlyCache(t *testing.T) {
+	t.Parallel()
+	e := sickCacheEnv(t)
+	n := e.bridgeNet("net", "1.0.0")
+	m := e.start(WithHealing(fastHeal))
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+	require.NotEmpty(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+	require.Len(t, bridgePorts(t, n.Bridge), 1, "the pod's veth")
+
+	mnt := filepath.Dir(e.cacheDir)
+	remount(t, mnt, true)
+	err = m.TearDownPodWithContext(e.ctx(), pod)
+	require.ErrorIs(t, err, ErrStateNotRecorded)
+	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS), "DEL ran: eth0 is gone")
+	assert.Empty(t, bridgePorts(t, n.Bridge), "the veth is gone")
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "net"), "host-local released the address")
+	assert.NotEmpty(t, e.cacheFiles(), "nothing could be removed from a read-only cache")
+
+	remount(t, mnt, false)
+	require.Eventually(t, func() bool {
+		return len(e.cacheFiles()) == 0 && !exists(filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID))
+	}, 30*time.Second, 10*time.Millisecond, "the background finished the teardown\n%s", e.managerLog())
+	e.assertClean(pod, "net")
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// A lock dir that cannot be made (a file stands where it goes) keeps no
+// teardown from running its DELs: the lock layer is reported degraded,
+// in Health, in the log once and in the gauge, and a setup refuses with
+// ErrLocksUnavailable. Once the dir can be made again, the next operation
+// uses the lock files and the report clears.
+func TestTeardownWithoutLockDir(t *testing.T) {
+	t.Parallel()
+	te := newTelEnv(t)
+	n := te.bridgeNet("net", "1.0.0")
+	m := te.start()
+	pods := []PodNetwork{te.pod("a"), te.pod("b")}
+	for _, pod := range pods {
+		_, err := m.SetUpPodWithContext(te.ctx(), pod)
+		require.NoError(t, err)
+	}
+	lockDir := filepath.Join(te.cacheDir, "ocicni", "locks")
+	require.NoError(t, os.RemoveAll(lockDir))
+	require.NoError(t, os.WriteFile(lockDir, []byte("not a dir"), 0o600))
+
+	for _, pod := range pods {
+		require.NoError(t, m.TearDownPodWithContext(te.ctx(), pod))
+	}
+	for _, pod := range pods {
+		te.assertClean(pod, "net")
+	}
+	assert.Empty(t, bridgePorts(t, n.Bridge), "the veths are gone")
+	h := m.Health()
+	assert.True(t, h.LocksDegraded)
+	require.ErrorIs(t, h.LocksError, syscall.ENOTDIR)
+	assert.Equal(t, int64(1), total[int64](t, te.collect(), telemetry.MetricDegraded,
+		attribute.String(telemetry.AttrDegradedPart, telemetry.DegradedLocks)))
+	warned := 0
+	for _, entry := range te.log.AllEntries() {
+		if strings.Contains(entry.Message, "lock files cannot be used") {
+			warned++
+		}
+	}
+	assert.Equal(t, 1, warned, "said once, not per operation")
+
+	_, err := m.SetUpPodWithContext(te.ctx(), te.pod("c"))
+	require.ErrorIs(t, err, ErrLocksUnavailable, "a setup does not run unlocked")
+	assert.Empty(t, testenv.Reservations(t, te.dataDir, "net"), "nothing ran")
+
+	require.NoError(t, os.Remove(lockDir))
+	pod := te.pod("d")
+	_, err = m.SetUpPodWithContext(te.ctx(), pod)
+	require.NoError(t, err)
+	assert.False(t, m.Health().LocksDegraded, "the lock files work again")
+	assert.Equal(t, int64(0), total[int64](t, te.collect(), telemetry.MetricDegraded,
+		attribute.String(telemetry.AttrDegradedPart, telemetry.DegradedLocks)))
+	require.NoError(t, m.TearDownPodWithContext(te.ctx(), pod))
+	te.assertClean(pod, "net")
+}
+
+// On a cache dir whose file system is full, a teardown runs its DELs
+// whatever could be recorded, and what could not is finished once space
+// is freed, with no further call.
+func TestTeardownOnFullCache(t *testing.T) {
+	t.Parallel()
+	e := sickCacheEnv(t)
+	n := e.bridgeNet("net", "1.0.0")
+	m := e.start(WithHealing(fastHeal))
+	pod := e.pod("p")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	filler := filepath.Join(filepath.Dir(e.cacheDir), "filler")
+	testenv.FillTo(t, filler, 0)
+	err = m.TearDownPodWithContext(e.ctx(), pod)
+	if err != nil {
+		require.ErrorIs(t, err, ErrStateNotRecorded, "the only failure a full disk may cause")
+	}
+	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS), "DEL ran: eth0 is gone")
+	assert.Empty(t, bridgePorts(t, n.Bridge), "the veth is gone")
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "net"), "host-local released the address")
+
+	require.NoError(t, os.Remove(filler))
+	require.Eventually(t, func() bool {
+		return len(e.cacheFiles()) == 0 && !exists(filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID))
+	}, 30*time.Second, 10*time.Millisecond, "the background finished the teardown\n%s", e.managerLog())
+	e.assertClean(pod, "net")
+}
