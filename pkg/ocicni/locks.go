@@ -98,7 +98,7 @@ func (l *podLocks) release() {
 // keyed locks and its lock file.
 type sandboxLock struct {
 	file   *ledger.SandboxLock // nil: the lock file could not be had (see lockBest)
-	unlock func() // the keyed lock's
+	unlock func()              // the keyed lock's
 }
 
 // lockSandbox takes sandbox id's lock in pods, then its lock file, which
