@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/seed-671fdd43/ocicni/pkg/ocicni"
 )
 
@@ -68,6 +70,16 @@ type nodeStatusJSON struct {
 	Error    *errorJSON          `json:"error,omitempty"`
 	Networks []networkStatusJSON `json:"networks"`
 	Skipped  []skippedJSON       `json:"skipped"`
+	// Faults are the node's faults that the library works around, as
+	// this process finds them: what a runtime's manager on the node does
+	// instead (see ocicni.Health).
+	Faults []faultJSON `json:"faults"`
+}
+
+type faultJSON struct {
+	Part   string `json:"part"`   // "watcher" or "locks"
+	Effect string `json:"effect"` // what the library does instead
+	Error  string `json:"error"`
 }
 
 // runNodeStatus runs StatusWithContext and NetworkStatuses.
@@ -98,6 +110,7 @@ func runNodeStatus(ctx context.Context, g *globals, pf *podFlags, out *printer) 
 	for _, s := range skipped {
 		doc.Skipped = append(doc.Skipped, skippedJSON{File: s.File, Network: s.Network, Reason: errText(s.Err)})
 	}
+	doc.Faults = nodeFaults(m)
 	if err := out.emit(doc, func(t *table) { nodeStatusTable(t, doc) }); err != nil {
 		return err
 	}
@@ -167,4 +180,34 @@ func nodeStatusTable(t *table, doc nodeStatusJSON) {
 			t.row(s.File, s.Network, s.Reason)
 		}
 	}
+	if len(doc.Faults) > 0 {
+		t.section("NODE FAULTS WORKED AROUND")
+		t.head("PART", "EFFECT", "ERROR")
+		for _, f := range doc.Faults {
+			t.row(f.Part, f.Effect, f.Error)
+		}
+	}
+}
+
+// nodeFaults probes the node for the faults a runtime's manager works
+// around: an fsnotify watcher that cannot be made (no inotify instance
+// left for this user: a runtime's watcher then polls its conf dirs), and
+// lock files that cannot be used (m's own, as its session found them).
+func nodeFaults(m *ocicni.Manager) []faultJSON {
+	out := []faultJSON{}
+	if fsw, err := fsnotify.NewWatcher(); err != nil {
+		out = append(out, faultJSON{
+			Part: "watcher", Error: errText(err),
+			Effect: "no inotify instance left: a manager started now polls its conf dirs every second",
+		})
+	} else {
+		_ = fsw.Close() // only a probe
+	}
+	if h := m.Health(); h.LocksDegraded {
+		out = append(out, faultJSON{
+			Part: "locks", Error: errText(h.LocksError),
+			Effect: "the node-wide lock files cannot be used: teardowns run under each process's locks alone, setups refuse",
+		})
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	// Published, when set, is called after each new set is published,
 	// with the loader's lock held: it must not block.
 	Published func()
+
+	newFSW  func() (*fsnotify.Watcher, error)                   // makes the watcher's fsnotify watcher; tests set it
+	wrapAdd func(add func(dir string) error) func(string) error // wraps its adds of watches; tests set it
 }
 
 // Loader owns the network configuration: it reads the conf dir (or the
@@ -84,8 +88,8 @@ type Loader struct {
 // failure of that load (an unreadable conf dir) is logged, and leaves the
 // set empty until a later load succeeds. With [Config].Watch, the watches
 // are in place before the first load, so that a file written between the
-// two is not missed, and the watcher runs until [Loader.Shutdown]. New
-// fails only when the watcher cannot be created.
+// two is not missed, and the watcher runs until [Loader.Shutdown]. Where
+// inotify cannot serve the watcher, it polls (see [Loader.WatchHealth]).
 func New(cfg Config) (*Loader, error) {
 	if cfg.VersionWait == 0 {
 		cfg.VersionWait = DefaultVersionWait
@@ -115,11 +119,7 @@ func New(cfg Config) (*Loader, error) {
 	}
 	l.current.Store(NewSet(l.source, cfg.DefaultNetwork))
 	if cfg.Watch && l.memory == nil { // configs held in memory have nothing to watch
-		w, err := newWatcher(cfg.ConfDir, cfg.BinDirs, cfg.Debounce, l.watchLoad, cfg.Log)
-		if err != nil {
-			return nil, err
-		}
-		l.watcher = w
+		l.watcher = newWatcher(cfg.ConfDir, cfg.BinDirs, cfg.Debounce, l.watchLoad, cfg.Log, cfg.newFSW, cfg.wrapAdd)
 	}
 	l.loadOrLog(context.Background(), false)
 	if l.watcher != nil {

@@ -65,10 +65,21 @@ type watcher struct {
 	// the set published last holds unconfirmed skips.
 	load func(ctx context.Context, provisional bool) (unconfirmed bool)
 	log  *logrus.Entry
-	fsw  *fsnotify.Watcher
+	// fsw is nil while no fsnotify watcher can be made (see poll.go);
+	// newFSW makes one (fsnotify.NewWatcher; tests replace it), and
+	// fswErr is why the last try failed.
+	fsw     *fsnotify.Watcher
+	newFSW  func() (*fsnotify.Watcher, error)
+	fswErr  error
+	wrapAdd func(func(string) error) func(string) error // wraps addWatch; nil: none (tests set it)
 	// addWatch adds a watch (fsw.Add; tests wrap it to make dirs race
 	// the watch).
 	addWatch func(dir string) error
+	// health is whether the watcher polls (see poll.go), and sig what
+	// the last poll saw.
+	health watchHealth
+	sig    uint64
+	addErr error // why the last sync pass could not watch a dir
 
 	// Owned by the goroutine that runs [watcher.run].
 	deb     debouncer
@@ -131,13 +142,15 @@ func (l *Loader) WatchStats() WatchStats {
 }
 
 // newWatcher watches confDir and binDirs, and calls load for each burst
-// of changes. Its owner runs [watcher.run] and cancels its context.
+// of changes. Its owner runs [watcher.run] and cancels its context. When
+// inotify cannot serve it (no instance or watch left), it polls the dirs
+// instead until inotify can (see poll.go).
 func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 	load func(ctx context.Context, provisional bool) bool, log *logrus.Entry,
-) (*watcher, error) {
-	fsw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("ocicni: creating fsnotify watcher: %w", err)
+	newFSW func() (*fsnotify.Watcher, error), wrapAdd func(func(string) error) func(string) error,
+) *watcher {
+	if newFSW == nil {
+		newFSW = fsnotify.NewWatcher
 	}
 	w := &watcher{
 		confDir: confDir,
@@ -145,12 +158,16 @@ func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 		deb:     debouncer{window: debounce, settle: settleDelay, maxDelay: maxLoadDelay},
 		load:    load,
 		log:     log.WithField("component", "watcher"),
-		fsw:     fsw,
+		newFSW:  newFSW,
+		wrapAdd: wrapAdd,
 		watched: map[string]os.FileInfo{},
 	}
-	w.addWatch = fsw.Add
-	w.sync()
-	return w, nil
+	if w.makeFSW() {
+		w.sync()
+	} else {
+		w.setPolling(fmt.Errorf("ocicni: creating fsnotify watcher: %w", w.fswErr))
+	}
+	return w
 }
 
 // sync adds and removes watches so that they match the dirs that exist
@@ -165,7 +182,11 @@ func newWatcher(confDir string, binDirs []string, debounce time.Duration,
 // [watcher.syncPass]). Each caller loads after sync, so that a file
 // written into a dir before its watch was in place is read.
 func (w *watcher) sync() bool {
+	if w.fsw == nil {
+		return false // polled (see poll.go)
+	}
 	added := false
+	defer func() { w.setPolling(w.addErr) }()
 	for pass := range maxSyncPasses {
 		if w.syncPass() {
 			added = true
@@ -196,6 +217,7 @@ func (w *watcher) syncPass() bool {
 		have[d] = true
 	}
 	found := false
+	w.addErr = nil
 	for d := range want {
 		// Stat before the watch: should d be replaced in between, the next
 		// pass sees a dir other than the one recorded.
@@ -205,7 +227,8 @@ func (w *watcher) syncPass() bool {
 		}
 		if err := w.addWatch(d); err != nil {
 			if !errors.Is(err, fs.ErrNotExist) { // gone since the stat: as above
-				w.log.WithField("dir", d).WithError(err).Warn("Cannot watch CNI directory")
+				w.log.WithField("dir", d).WithError(err).Debug("Cannot watch CNI directory")
+				w.addErr = fmt.Errorf("ocicni: watching %s: %w", d, err)
 			}
 			delete(w.watched, d)
 			continue
@@ -255,9 +278,10 @@ func (w *watcher) relevant(ev fsnotify.Event) bool {
 }
 
 // run handles events until ctx is done or the fsnotify channels close,
-// then closes the fsnotify watcher.
+// then closes the fsnotify watcher. While inotify cannot watch every
+// dir, it polls them (see poll.go).
 func (w *watcher) run(ctx context.Context) {
-	defer w.fsw.Close()
+	defer w.closeFSW()
 	resync := time.NewTicker(resyncInterval)
 	defer resync.Stop()
 	w.timer = time.NewTimer(0)
@@ -268,24 +292,36 @@ func (w *watcher) run(ctx context.Context) {
 	poll := time.NewTimer(missingPoll)
 	defer poll.Stop()
 	for {
-		if !isDir(w.confDir) {
+		switch {
+		case w.polling():
+			poll.Reset(pollInterval)
+		case !isDir(w.confDir):
 			poll.Reset(missingPoll) // see missingPoll
+		}
+		var events chan fsnotify.Event
+		var errs chan error
+		if w.fsw != nil { // nil channels: none while polled
+			events, errs = w.fsw.Events, w.fsw.Errors
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-poll.C:
-			if w.sync() {
+			if w.polling() {
+				if w.poll() {
+					w.changed(ctx)
+				}
+			} else if w.sync() {
 				w.changed(ctx)
 			}
-		case ev, ok := <-w.fsw.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
 			if w.event(ev) {
 				w.changed(ctx)
 			}
-		case err, ok := <-w.fsw.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}

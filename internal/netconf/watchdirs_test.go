@@ -27,8 +27,8 @@ func TestWatchSyncFindsDirsMadeBeforeTheWatch(t *testing.T) {
 			t.Parallel()
 			root := t.TempDir()
 			confDir := filepath.Join(root, filepath.FromSlash(rel))
-			w, err := newWatcher(confDir, nil, 0, nil, logrus.NewEntry(logrus.New()))
-			require.NoError(t, err)
+			w := newWatcher(confDir, nil, 0, nil, logrus.NewEntry(logrus.New()), nil, nil)
+			require.NotNil(t, w.fsw)
 			t.Cleanup(func() { _ = w.fsw.Close() })
 			require.Equal(t, []string{root}, w.fsw.WatchList())
 
@@ -72,8 +72,8 @@ func TestWatchSyncRewatchesADirThatLooksTheSame(t *testing.T) {
 	root := t.TempDir()
 	confDir := filepath.Join(root, "net.d")
 	require.NoError(t, os.Mkdir(confDir, 0o755))
-	w, err := newWatcher(confDir, nil, 0, nil, logrus.NewEntry(logrus.New()))
-	require.NoError(t, err)
+	w := newWatcher(confDir, nil, 0, nil, logrus.NewEntry(logrus.New()), nil, nil)
+	require.NotNil(t, w.fsw)
 	t.Cleanup(func() { _ = w.fsw.Close() })
 
 	require.NoError(t, os.WriteFile(filepath.Join(root, "first"), nil, 0o644))

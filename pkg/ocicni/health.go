@@ -26,5 +26,6 @@ type Health struct {
 func (e *engine) health() Health {
 	var h Health
 	h.LocksDegraded, h.LocksError = e.store.fault.state()
+	h.WatcherPolling, h.WatcherError = e.conf.WatchHealth()
 	return h
 }
