@@ -63,6 +63,9 @@ func (l *Ledger) Commit(id string, ch Change) (leftover, err error) {
 	if err := cache.ValidateContainerID(id); err != nil {
 		return nil, err
 	}
+	if err := l.c.CheckState(); err != nil {
+		return nil, err // nothing is written through a symlinked state dir
+	}
 	aside, err := l.setAside(id, ch)
 	if err != nil {
 		return nil, err
@@ -320,6 +323,9 @@ func (l *Ledger) Recover() ([]string, error) {
 }
 
 func (l *Ledger) recoverCommits() error {
+	if err := l.c.CheckState(); err != nil {
+		return err
+	}
 	des, err := os.ReadDir(filepath.Join(l.c.Dir(), "ocicni", "aside"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

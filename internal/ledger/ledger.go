@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/locks"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
@@ -21,7 +22,10 @@ type Ledger struct {
 // /var/lib/cni). Nothing is read or made until it is used.
 func New(dir string) *Ledger {
 	c := cache.New(dir)
-	return &Ledger{c: c, locks: locks.NewFiles(filepath.Join(c.Dir(), "ocicni", "locks"))}
+	lockDir := filepath.Join("ocicni", "locks")
+	return &Ledger{c: c, locks: locks.NewFiles(filepath.Join(c.Dir(), lockDir), func() error {
+		return fsutil.RealDirs(c.Dir(), lockDir) // never a lock file through a symlinked state dir
+	})}
 }
 
 // Dir returns the cache dir, which libcni reads and writes too.
@@ -89,6 +93,11 @@ func (s *SandboxLock) Release() {
 	has, err := s.l.c.HasOrder(s.id)
 	s.file.Unlock(err == nil && !has)
 }
+
+// SetTakeover makes a wait for a sandbox's lock file take it over when
+// its holder is gone (see [locks.Files.SetTakeover]). Call it before any
+// lock is taken.
+func (l *Ledger) SetTakeover(t locks.Takeover) { l.locks.SetTakeover(t) }
 
 // RLockNode takes the node gate shared (see [locks.Files.RLockNode]).
 func (l *Ledger) RLockNode(ctx context.Context) (*locks.FileLock, error) {

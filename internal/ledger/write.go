@@ -34,6 +34,9 @@ func (l *Ledger) retriesMark() string { return filepath.Join(l.c.Dir(), "ocicni"
 // DEL retry pending (see [Ledger.RetriesMarked]), so that one that lives
 // longer than the process that wrote it adopts the retry.
 func (l *Ledger) MarkRetries() error {
+	if err := l.c.CheckState(); err != nil {
+		return fmt.Errorf("ledger: marking a pending DEL retry: %w", err)
+	}
 	p := l.retriesMark()
 	now := time.Now()
 	err := os.Chtimes(p, now, now)

@@ -66,17 +66,21 @@ const stampLen = 64
 // of one process alike (see the package doc, "File locks"). The zero
 // value is not usable: see [NewFiles].
 type Files struct {
-	dir   string
-	owner string
+	dir      string
+	owner    string
+	check    func() error // nil: none
+	takeover *Takeover    // nil: none (see SetTakeover)
 }
 
 // NewFiles returns the lock files under dir, made on first use. Its
 // releases are stamped with a new owner, which names this process and is
-// live until [Files.Retire].
-func NewFiles(dir string) *Files {
+// live until [Files.Retire]. check, when not nil, runs before every lock
+// file is opened: an error it returns (such as a symlink where dir must
+// be a real directory) fails the lock with an [*UnavailableError].
+func NewFiles(dir string, check func() error) *Files {
 	var tag [6]byte
 	_, _ = rand.Read(tag[:]) // never fails (crypto/rand's doc)
-	fl := &Files{dir: dir, owner: fmt.Sprintf("%d-%x", os.Getpid(), tag)}
+	fl := &Files{dir: dir, owner: fmt.Sprintf("%d-%x", os.Getpid(), tag), check: check}
 	liveOwners.Store(fl.owner, struct{}{})
 	return fl
 }
@@ -146,14 +150,23 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 		if err != nil {
 			return nil, err
 		}
-		if err := flockWait(ctx, f, lockExclusive, wait); err != nil {
+		if err := fl.waitKey(ctx, f, key, path, wait); err != nil {
 			_ = f.Close() // releases nothing: the lock was not taken
+			if errors.Is(err, errReopen) {
+				continue
+			}
 			return nil, err
 		}
 		if same, err := stillAt(f, path); err != nil || same {
 			if err != nil {
 				_ = f.Close()
 				return nil, unavailable(path, err)
+			}
+			if fl.takeover != nil {
+				// Who holds it, for a waiter that may take it over (see
+				// takeover.go); a stamp that cannot be written leaves the
+				// lock to be waited for, as before.
+				writeStampAt(f, holderAt, fl.owner, time.Now())
 			}
 			return &FileLock{f: f, path: path, fl: fl}, nil
 		}
@@ -242,6 +255,11 @@ func (fl *Files) lockNode(ctx context.Context, how int, wait bool) (*FileLock, e
 // still holds; only its stamp is not written. Every failure is an
 // [*UnavailableError].
 func (fl *Files) open(path string) (*os.File, error) {
+	if fl.check != nil {
+		if err := fl.check(); err != nil {
+			return nil, unavailable(fl.dir, err)
+		}
+	}
 	f, err := openLockFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(fl.dir, 0o700); err != nil {
@@ -374,17 +392,21 @@ func (fl *Files) Recent(since time.Time) (map[string]Stamp, error) {
 	return out, nil
 }
 
-func writeStamp(f *os.File, owner string, at time.Time) {
+func writeStamp(f *os.File, owner string, at time.Time) { writeStampAt(f, 0, owner, at) }
+
+func writeStampAt(f *os.File, off int64, owner string, at time.Time) {
 	line := owner + " " + strconv.FormatInt(at.UnixNano(), 10)
 	buf := []byte(fmt.Sprintf("%-*s\n", stampLen-1, line))
 	// A stamp that cannot be written leaves the last one: readers then
 	// take the key as released earlier, which only a GC reads.
-	_, _ = f.WriteAt(buf[:stampLen], 0)
+	_, _ = f.WriteAt(buf[:stampLen], off)
 }
 
-func readStamp(f *os.File) Stamp {
+func readStamp(f *os.File) Stamp { return readStampAt(f, 0) }
+
+func readStampAt(f *os.File, off int64) Stamp {
 	buf := make([]byte, stampLen)
-	n, _ := f.ReadAt(buf, 0)
+	n, _ := f.ReadAt(buf, off)
 	owner, at, ok := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
 	if !ok {
 		return Stamp{}

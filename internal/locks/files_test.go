@@ -45,10 +45,10 @@ func TestFilesKeyExcludes(t *testing.T) {
 		second *Files
 	}{
 		{"same Files", nil},
-		{"another Files on the dir", NewFiles(dir)},
+		{"another Files on the dir", NewFiles(dir, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first := NewFiles(dir)
+			first := NewFiles(dir, nil)
 			second := tc.second
 			if second == nil {
 				second = first
@@ -76,7 +76,7 @@ func TestFilesKeyExcludes(t *testing.T) {
 // leave take turns: the count of holders inside never exceeds one.
 func TestFilesRemovedFileIsNotHeld(t *testing.T) {
 	t.Parallel()
-	fl := NewFiles(t.TempDir())
+	fl := NewFiles(t.TempDir(), nil)
 	var inside, most atomic.Int32
 	done := make(chan error, 8)
 	for range 8 {
@@ -110,7 +110,7 @@ func TestFilesRemovedFileIsNotHeld(t *testing.T) {
 func TestFilesAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	fl := NewFiles(dir)
+	fl := NewFiles(dir, nil)
 	child := startHolder(t, dir, "sb", "stamp")
 	require.Equal(t, "stamped", child.next(t))
 	l, err := fl.TryLock("sb")
@@ -142,9 +142,9 @@ func TestFilesAcrossProcesses(t *testing.T) {
 // test's child exits.
 func TestFilesInheritedByAChild(t *testing.T) {
 	dir := t.TempDir()
-	fl := NewFiles(dir)
+	fl := NewFiles(dir, nil)
 	inherit := func() (*FileLock, *exec.Cmd) {
-		l, err := NewFiles(dir).Lock(context.Background(), "sb")
+		l, err := NewFiles(dir, nil).Lock(context.Background(), "sb")
 		require.NoError(t, err)
 		cmd := exec.Command("sleep", "60")
 		cmd.ExtraFiles = []*os.File{l.Inheritable()}
@@ -180,7 +180,7 @@ func TestFilesInheritedByAChild(t *testing.T) {
 // writer's turnstile.
 func TestFilesNodeGate(t *testing.T) {
 	bg := context.Background()
-	fl := NewFiles(t.TempDir())
+	fl := NewFiles(t.TempDir(), nil)
 	r1, err := fl.RLockNode(bg)
 	require.NoError(t, err)
 	r2, err := fl.RLockNode(bg)
@@ -213,7 +213,7 @@ func TestFilesNodeGate(t *testing.T) {
 // are refused.
 func TestFilesWaitEndsAndBadKeys(t *testing.T) {
 	t.Parallel()
-	fl := NewFiles(t.TempDir())
+	fl := NewFiles(t.TempDir(), nil)
 	l, err := fl.Lock(context.Background(), "sb")
 	require.NoError(t, err)
 	_, err = fl.Lock(ctxEnded(t), "sb")
@@ -233,7 +233,7 @@ func TestFilesWaitEndsAndBadKeys(t *testing.T) {
 func TestFilesRecent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	a, b := NewFiles(dir), NewFiles(dir)
+	a, b := NewFiles(dir, nil), NewFiles(dir, nil)
 	old, err := a.Lock(context.Background(), "old")
 	require.NoError(t, err)
 	old.Unlock(false)
@@ -261,7 +261,7 @@ func TestFilesRecent(t *testing.T) {
 	assert.False(t, got["new"].Live(), "a retired owner is not")
 	assert.False(t, Stamp{}.Live(), "nor is nobody")
 
-	none, err := NewFiles(filepath.Join(dir, "missing")).Recent(since)
+	none, err := NewFiles(filepath.Join(dir, "missing"), nil).Recent(since)
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }
@@ -336,7 +336,7 @@ func TestFilesHolderProcess(t *testing.T) {
 	f := strings.Fields(job)
 	require.Len(t, f, 3, "job %q", job)
 	dir, key, what := f[0], f[1], f[2]
-	l, err := NewFiles(dir).Lock(context.Background(), key)
+	l, err := NewFiles(dir, nil).Lock(context.Background(), key)
 	require.NoError(t, err)
 	if what == "stamp" {
 		l.Unlock(false)

@@ -92,6 +92,25 @@ func (c *Cache) Dir() string {
 	return c.dir
 }
 
+// stateDirs are the directories below [Cache.Dir] that the cache writes
+// in or removes from: the library's state, and libcni's results.
+var stateDirs = []string{
+	"results",
+	filepath.Join("ocicni", "attachments"), filepath.Join("ocicni", "configs"),
+	filepath.Join("ocicni", "locks"), filepath.Join("ocicni", "aside"),
+}
+
+// CheckState reports whether the directories below [Cache.Dir] that the
+// cache writes in or removes from (results/ and the library's state
+// under ocicni/) are reached without a symlink: a component that is one,
+// such as an ocicni/ linked to a directory elsewhere, gets an error
+// matching [ErrSymlinkedState] that names it, and every method that
+// writes or removes refuses with it, so that nothing is ever written or
+// removed through the link. The cache dir itself may be a symlink.
+func (c *Cache) CheckState() error {
+	return fsutil.RealDirs(c.Dir(), stateDirs...)
+}
+
 // ResultsDir returns the directory holding libcni's result files,
 // <dir>/results.
 func (c *Cache) ResultsDir() string {
@@ -173,6 +192,9 @@ func (c *Cache) Get(network, id, ifname string) (*Entry, error) {
 // Remove deletes the entry file of (network, id, ifname). An absent file is
 // not an error.
 func (c *Cache) Remove(network, id, ifname string) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	name, err := FileName(network, id, ifname)
 	if err != nil {
 		return err
@@ -190,6 +212,9 @@ func (c *Cache) Remove(network, id, ifname string) error {
 // [Cache.ResultsDir] once made absolute and cleaned. An absent file is not
 // an error.
 func (c *Cache) RemoveFile(path string) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	abs, err := c.inResults("remove", path)
 	if err != nil {
 		return err

@@ -84,6 +84,9 @@ func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
 // id, a copy other records link); the directories of the layout, once
 // made, stay.
 func (c *Cache) SaveConfigUndoable(id string, b []byte) (ConfigSave, error) {
+	if err := c.CheckState(); err != nil {
+		return ConfigSave{}, err
+	}
 	digest := ConfigDigest(b)
 	link, err := c.configLink(id, digest)
 	if err != nil {
@@ -174,6 +177,9 @@ func readConfigFile(path, digest string) ([]byte, error) {
 // Empty digests are skipped. It returns the first failure and goes on
 // past it.
 func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	var errs []error
 	for _, d := range digests {
 		if d == "" {
@@ -308,6 +314,9 @@ func savedConfigOf(link bool, name string) (SavedConfig, bool) {
 // RemoveSavedConfig removes a file that [Cache.ListConfigs] listed. It
 // refuses any other path. An absent file is not an error.
 func (c *Cache) RemoveSavedConfig(sc SavedConfig) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	want, err := c.configPath(sc.Digest)
 	if sc.ContainerID != "" {
 		want, err = c.configLink(sc.ContainerID, sc.Digest)
@@ -337,6 +346,9 @@ func IsConfigLink(name string) bool { return strings.HasPrefix(name, configLinkP
 // exists and none is being written. It lists [Cache.OrdersDir], so it is
 // for the rare paths: a teardown or GC that found no record.
 func (c *Cache) RemoveStrays(id string) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	if _, err := c.orderPath(id); err != nil {
 		return err
 	}
@@ -384,6 +396,9 @@ type ConfigSave struct {
 // before any other write of the same record. An absent file is not an
 // error.
 func (c *Cache) UndoSaveConfig(s ConfigSave) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	var errs []error
 	if s.newLink {
 		link, err := c.configLink(s.id, s.Digest)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/names"
 )
 
@@ -21,6 +22,11 @@ var (
 	// ErrOutsideResults is returned by [Cache.RemoveFile] for a path that is
 	// not a file directly inside [Cache.ResultsDir].
 	ErrOutsideResults = errors.New("cache: path is not inside the results directory")
+
+	// ErrSymlinkedState marks a directory below the cache dir where the
+	// cache writes that is a symlink (or not a directory): see
+	// [Cache.CheckState].
+	ErrSymlinkedState = fsutil.ErrSymlinked
 
 	// ErrNotDurable marks a [Cache.WriteOrder] that failed after the new
 	// record took its place: only the directory sync that makes it

@@ -92,6 +92,9 @@ func (c *Cache) orderPath(id string) (string, error) {
 // one that matches [ErrNotDurable]: the new record is then in place. A
 // spare that cannot take the new content is removed.
 func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	path, err := c.orderPath(id)
 	if err != nil {
 		return err
@@ -223,6 +226,9 @@ func ValidateNetNSPath(path string) error {
 // by [New] keeps up to 32 records under hidden names for WriteOrder to
 // reuse. An absent record is not an error.
 func (c *Cache) RemoveOrder(id string) error {
+	if err := c.CheckState(); err != nil {
+		return err
+	}
 	path, err := c.orderPath(id)
 	if err != nil {
 		return err

@@ -21,6 +21,9 @@ import (
 // temporary files. It returns the paths it removed, and the failures of
 // the listings and removals.
 func (c *Cache) RemoveTemps() ([]string, error) {
+	if err := c.CheckState(); err != nil {
+		return nil, err
+	}
 	var removed []string
 	var errs []error
 	for _, dir := range []string{c.OrdersDir(), c.ConfigsDir()} {

@@ -504,6 +504,10 @@ type engineJob struct {
 	Job                string
 	Valid, Stop, Count string
 	ID, NetNS          string
+	// ExtraBinDir is a bin dir searched after the plugins' (a test's
+	// script plugins); Timeouts the networks' (see WithNetworkTimeouts).
+	ExtraBinDir string
+	Timeouts    Timeouts
 }
 
 const engineJobEnv = "OCICNI_ENGINE_JOB"
@@ -537,9 +541,13 @@ func TestEngineProcess(t *testing.T) {
 	}
 	var job engineJob
 	require.NoError(t, json.Unmarshal([]byte(raw), &job))
+	binDirs := []string{job.BinDir}
+	if job.ExtraBinDir != "" {
+		binDirs = append(binDirs, job.ExtraBinDir)
+	}
 	opts := []Option{
-		WithConfDir(job.ConfDir), WithBinDirs(job.BinDir), WithCacheDir(job.CacheDir),
-		WithoutWatcher(), WithLogger(quietLog()),
+		WithConfDir(job.ConfDir), WithBinDirs(binDirs...), WithCacheDir(job.CacheDir),
+		WithoutWatcher(), WithLogger(quietLog()), WithNetworkTimeouts(job.Timeouts),
 	}
 	switch job.Job {
 	case "heal":
@@ -570,6 +578,12 @@ func TestEngineProcess(t *testing.T) {
 		m, err := New(append(opts, WithoutHealing())...)
 		require.NoError(t, err)
 		require.NoError(t, m.TearDownPodWithContext(context.Background(), PodNetwork{ID: job.ID, NetNS: job.NetNS}))
+		select {} // the test kills it
+	case "setup":
+		m, err := New(append(opts, WithoutHealing())...)
+		require.NoError(t, err)
+		_, err = m.SetUpPodWithContext(context.Background(), PodNetwork{Name: "p", Namespace: "ns", ID: job.ID, NetNS: job.NetNS})
+		t.Logf("setup: %v", err)
 		select {} // the test kills it
 	case "teardown-exit":
 		m, err := New(opts...) // healing on, by default
@@ -654,4 +668,69 @@ func TestGCVerbsWaitWhenLockFilesAreUnusable(t *testing.T) {
 	require.ErrorIs(t, err, ErrGCVerbsSkipped)
 	require.ErrorContains(t, err, "other engines")
 	assert.Empty(t, e.calls("GC"), "no plugin got the GC verb")
+}
+
+// daemonizerPlugin is a shell plugin whose ADD starts a daemon that
+// inherits every descriptor, as a plugin written in C or shell that forks
+// without closing them does, and then hangs; its pids go to pids. Its
+// other verbs succeed at once.
+const daemonizerPlugin = `case "$CNI_COMMAND" in
+ADD)
+	sleep 3600 </dev/null >/dev/null 2>&1 &
+	echo $! >>%[1]s
+	echo $$ >>%[1]s
+	exec sleep 3600 ;;
+VERSION)
+	echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}' ;;
+*)
+	cat >/dev/null ;;
+esac`
+
+// An engine killed during an ADD leaves its plugin running, and the
+// plugin a daemon that inherited the sandbox's lock file: once both have
+// outlived the network's timeout, another engine's teardown takes the
+// sandbox over (with a log line) and finishes, instead of waiting for the
+// daemon for ever.
+func TestTakeoverFromAKilledEnginesDaemon(t *testing.T) {
+	t.Parallel()
+	e := &enginesEnv{itEnv: newITEnv(t)}
+	scripts := t.TempDir()
+	pids := filepath.Join(t.TempDir(), "pids")
+	require.NoError(t, os.WriteFile(filepath.Join(scripts, "daemonizer"),
+		[]byte("#!/bin/sh\n"+fmt.Sprintf(daemonizerPlugin, pids)+"\n"), 0o755))
+	e.n = e.bridgeNet("held", "1.0.0", `{"type":"daemonizer"}`)
+	timeouts := Timeouts{Add: 2 * time.Second, Del: 2 * time.Second, Check: 2 * time.Second}
+	pod := e.pod("p")
+
+	cmd := e.startEngineProcess(engineJob{Job: "setup", ID: pod.ID, NetNS: pod.NetNS, ExtraBinDir: scripts, Timeouts: timeouts})
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pids)
+		return err == nil && len(strings.Fields(string(b))) == 2
+	}, testenv.BarrierTimeout, 5*time.Millisecond, "the plugin started its daemon")
+	b, err := os.ReadFile(pids)
+	require.NoError(t, err)
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		testenv.KillOnCleanup(t, pid)
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait() // killed
+
+	m := e.start(WithBinDirs(pluginDir, scripts), WithNetworkTimeouts(timeouts))
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(e.ctx(), 30*time.Second)
+	defer cancel()
+	pod.Networks = nil
+	require.NoError(t, m.TearDownPodWithContext(ctx, pod), "the teardown takes the sandbox over\n%s", e.managerLog())
+	t.Logf("the teardown took %v with a network timeout of %v", time.Since(start).Round(time.Millisecond), timeouts.Add)
+	took := 0
+	for _, entry := range e.log.AllEntries() {
+		if strings.HasPrefix(entry.Message, "Took over the lock of a sandbox") {
+			took++
+		}
+	}
+	assert.Equal(t, 1, took, "the takeover is logged")
+	e.assertClean(pod, "held")
+	assert.Empty(t, bridgePorts(t, e.n.Bridge), "the veth is gone")
 }

@@ -181,6 +181,42 @@ func (f *lockFault) state() (bool, error) {
 	return f.degraded.Load(), f.cause
 }
 
+// defaultTakeover is how long after it took a sandbox's lock file a
+// holder that is gone may keep it, where a network sets no timeout for
+// its plugins (see [engine.takeoverAfter]).
+const defaultTakeover = 3 * time.Minute
+
+// takeoverAfter is how long after it took a sandbox's lock file a holder
+// that is gone (its process ended, or its manager shut down) may keep
+// it, through the plugins it ran and their children, before another
+// engine takes the sandbox over (see [locks.Takeover]): the longest that
+// a plugin of any loaded network may run, with [defaultTakeover] for a
+// verb without a timeout. A plugin that ran longer was to be killed; a
+// holder past it is a daemon that inherited the file.
+func (e *engine) takeoverAfter() time.Duration {
+	longest := time.Duration(0)
+	pick := func(t Timeouts) {
+		for _, d := range []time.Duration{t.Add, t.Del, t.Check} {
+			if d <= 0 {
+				d = defaultTakeover
+			}
+			longest = max(longest, d)
+		}
+	}
+	pick(e.opts.timeouts)
+	for _, n := range e.snapshot().All() {
+		pick(n.Overrides.Timeouts.Or(e.opts.timeouts))
+	}
+	return longest
+}
+
+// tookOver logs the takeover of sandbox id's lock file from gone.
+func (e *engine) tookOver(id string, gone locks.Stamp) {
+	e.log.WithFields(logrus.Fields{"sandbox": id, "holder": gone.Owner, "since": gone.At}).
+		Warn("Took over the lock of a sandbox that no live engine holds: its holder is gone, and what holds " +
+			"the lock now (a plugin's child that inherited it) has outlived every plugin timeout")
+}
+
 // othersWorkGrace is how long before a GC began another engine's work on
 // a sandbox still keeps GC off it: a runtime takes its valid pods some
 // time before it calls GC (ocicnitool gc --valid "$(crictl pods -q)"

@@ -100,6 +100,7 @@ func New(opts ...Option) (*Manager, error) {
 	e.healer = newHealer(o.heal, e.log, td.retryDELs, func() bool { return e.setups.busy(defaultGCPace.window) })
 	e.store = &sandboxStore{led: led, heal: o.heal, track: e.healer.track, unsettled: e.healer.unsettle}
 	e.store.fault.log = e.log
+	led.SetTakeover(locks.Takeover{After: e.takeoverAfter, Log: e.tookOver})
 	m := &Manager{
 		e: e, teardown: td,
 		setup: &attacher{engine: e, detach: td, opts: setupOptions{

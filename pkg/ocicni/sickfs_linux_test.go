@@ -1,6 +1,7 @@
 package ocicni
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/seed-671fdd43/ocicni/internal/telemetry"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
+	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
 // This file holds the tests of a sick cache file system: read-only, full,
@@ -163,5 +165,93 @@ func TestTeardownOnFullCache(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(e.cacheFiles()) == 0 && !exists(filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID))
 	}, 30*time.Second, 10*time.Millisecond, "the background finished the teardown\n%s", e.managerLog())
+	e.assertClean(pod, "net")
+}
+
+// A teardown whose DEL the caller's deadline cuts short leaves the
+// sandbox's record, for the retry; once a retry succeeds, by the runtime
+// or by the healer, nothing of the sandbox is left in the cache dir, its
+// lock file included.
+func TestTeardownCutShortThenRetriedLeavesNoLockFile(t *testing.T) {
+	t.Parallel()
+	for _, byHealer := range []bool{false, true} {
+		name := "retried by the runtime"
+		if byHealer {
+			name = "retried by the healer"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newITEnv(t)
+			flag := faultFlag(t)
+			e.recordedBridge("net", map[string]any{"del": map[string]any{"sleepMs": 5000, "onlyIfExists": flag}})
+			opts := []Option{}
+			if byHealer {
+				opts = append(opts, WithHealing(fastHeal))
+			}
+			m := e.start(opts...)
+			pod := e.pod("p")
+			_, err := m.SetUpPodWithContext(e.ctx(), pod)
+			require.NoError(t, err)
+			lockFile := filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID)
+			require.FileExists(t, lockFile)
+
+			ctx, cancel := context.WithTimeout(e.ctx(), 300*time.Millisecond)
+			defer cancel()
+			require.Error(t, m.TearDownPodWithContext(ctx, pod), "the deadline cut the DEL short")
+			require.NoError(t, os.Remove(flag))
+			if byHealer {
+				require.Eventually(t, func() bool { return len(e.cacheFiles()) == 0 && !exists(lockFile) },
+					30*time.Second, 10*time.Millisecond, "the healer finished the teardown\n%s", e.managerLog())
+			} else {
+				require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
+			}
+			e.assertClean(pod, "net")
+			assert.NoFileExists(t, lockFile, "the lock file goes with the sandbox")
+		})
+	}
+}
+
+// A state dir (<cache dir>/ocicni) that is a symlink to a directory
+// outside the cache dir is never written through: a setup refuses, naming
+// the path, before any plugin runs; a teardown of a pod set up before the
+// link was made runs its DELs and reports, naming the path, that it could
+// not record them; the directory the link leads to is left as it was.
+func TestSymlinkedStateDirIsNeverWrittenThrough(t *testing.T) {
+	t.Parallel()
+	e := newITEnv(t)
+	n := e.bridgeNet("net", "1.0.0")
+	m := e.start()
+	pod := e.pod("before")
+	_, err := m.SetUpPodWithContext(e.ctx(), pod)
+	require.NoError(t, err)
+
+	state := filepath.Join(e.cacheDir, "ocicni")
+	outside := filepath.Join(t.TempDir(), "elsewhere")
+	require.NoError(t, os.Rename(state, outside))
+	require.NoError(t, os.Symlink(outside, state))
+	before := testenv.Tree(t, outside)
+
+	_, err = m.SetUpPodWithContext(e.ctx(), e.pod("after"))
+	require.ErrorIs(t, err, ErrLocksUnavailable)
+	require.ErrorIs(t, err, cache.ErrSymlinkedState)
+	assert.Contains(t, err.Error(), state, "the error names the link")
+
+	err = m.TearDownPodWithContext(e.ctx(), pod)
+	require.ErrorIs(t, err, ErrStateNotRecorded)
+	require.ErrorIs(t, err, cache.ErrSymlinkedState)
+	assert.Contains(t, err.Error(), state)
+	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS), "DEL ran: eth0 is gone")
+	assert.Empty(t, bridgePorts(t, n.Bridge), "the veth is gone")
+	assert.Empty(t, testenv.Reservations(t, e.dataDir, "net"), "host-local released the address")
+	assert.Equal(t, before, testenv.Tree(t, outside), "nothing was written or removed through the link")
+	h := m.Health()
+	assert.True(t, h.LocksDegraded)
+	require.ErrorIs(t, h.LocksError, cache.ErrSymlinkedState)
+
+	// The operator puts the real dir back: what the teardown left is
+	// finished by the next one.
+	require.NoError(t, os.Remove(state))
+	require.NoError(t, os.Rename(outside, state))
+	require.NoError(t, m.TearDownPodWithContext(e.ctx(), pod))
 	e.assertClean(pod, "net")
 }
