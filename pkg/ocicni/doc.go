@@ -160,6 +160,24 @@
 //   - The manager's other locks (setups in flight, the heal schedule, the
 //     admission queues) are leaves.
 //
+// When the lock files cannot be used for a file system reason (a lock
+// dir that cannot be made, a full disk, an I/O error, no flock(2), a
+// symlinked state dir), a teardown, a status and a DEL retry still run,
+// under this process's locks alone; a setup refuses with an error
+// matching [ErrLocksUnavailable], since it could record nothing for its
+// teardown. The node gate is skipped for every operation, so GC never
+// keeps a pod waiting for a file system error. This is logged once each
+// way, and reported by [Manager.Health] and the gauge cni.degraded. On
+// a read-only cache dir the existing lock files still lock (flock needs
+// no write access); what a teardown could not record there is finished
+// in the background (see [RecordError]). A lock held by no live engine
+// (its process gone, and a plugin's child that inherited the file still
+// holding it) is taken over, with a log line, by the next engine that
+// waits for it, once it is older than the longest plugin timeout of the
+// loaded networks (3 min for a network without one). Nothing is written
+// through a symlink below the cache dir: a symlinked ocicni/ is refused
+// with an error matching [cache.ErrSymlinkedState] that names it.
+//
 // A pod operation therefore waits at most for GC's DELs of its own sandbox,
 // or for the GC verbs, never for a whole GC or another sandbox's plugins.
 // GC takes the gates when no operation is in flight; failing that within
