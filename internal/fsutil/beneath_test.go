@@ -19,16 +19,20 @@ func TestRealDirs(t *testing.T) {
 	}{
 		{name: "nothing yet", make: func(*testing.T, string) {}},
 		{name: "real dirs", make: func(t *testing.T, root string) {
+			t.Helper()
 			require.NoError(t, os.MkdirAll(filepath.Join(root, "state", "locks"), 0o700))
 		}},
 		{name: "state dir symlinked", wantBad: "state", make: func(t *testing.T, root string) {
+			t.Helper()
 			require.NoError(t, os.Symlink(outside, filepath.Join(root, "state")))
 		}},
 		{name: "sub-dir symlinked", wantBad: "state/locks", make: func(t *testing.T, root string) {
+			t.Helper()
 			require.NoError(t, os.Mkdir(filepath.Join(root, "state"), 0o700))
 			require.NoError(t, os.Symlink(outside, filepath.Join(root, "state", "locks")))
 		}},
 		{name: "a file where a dir goes: not a link", make: func(t *testing.T, root string) {
+			t.Helper()
 			require.NoError(t, os.WriteFile(filepath.Join(root, "results"), nil, 0o600))
 		}},
 	} {
@@ -41,7 +45,7 @@ func TestRealDirs(t *testing.T) {
 			for _, root := range []string{real, link} { // the root itself may be a symlink
 				err := RealDirs(root, "state/locks", "state/configs", "results")
 				if tc.wantBad == "" {
-					assert.NoError(t, err)
+					require.NoError(t, err)
 					continue
 				}
 				require.ErrorIs(t, err, ErrSymlinked)

@@ -28,12 +28,26 @@ const maxNameAttempts = 100
 // fixed name that exists is a crash's leftover (the caller serializes
 // writes that share it), and is replaced.
 func createUnnamedTemp(dir, tmp string) (*os.File, error) {
+	fd, err := openUnnamed(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := linkUnnamed(fd, dir, tmp)
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return f, nil
+}
+
+// openUnnamed makes an unnamed file in dir, and locks it.
+func openUnnamed(dir string) (int, error) {
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	switch {
 	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL):
-		return nil, errNoUnnamed
+		return -1, errNoUnnamed
 	case err != nil:
-		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	for {
 		err = unix.Flock(fd, unix.LOCK_EX) // nobody else can reach an unnamed file: it never waits
@@ -43,8 +57,14 @@ func createUnnamedTemp(dir, tmp string) (*os.File, error) {
 	}
 	if err != nil {
 		_ = unix.Close(fd)
-		return nil, &fs.PathError{Op: "flock", Path: dir, Err: err}
+		return -1, &fs.PathError{Op: "flock", Path: dir, Err: err}
 	}
+	return fd, nil
+}
+
+// linkUnnamed names fd, an unnamed file in dir, tmp (a pattern when it
+// holds a "*"), through /proc, and returns it as a file of that name.
+func linkUnnamed(fd int, dir, tmp string) (*os.File, error) {
 	proc := "/proc/self/fd/" + strconv.Itoa(fd)
 	pattern := strings.Contains(tmp, "*")
 	for range maxNameAttempts {
@@ -54,28 +74,21 @@ func createUnnamedTemp(dir, tmp string) (*os.File, error) {
 			name = tmp[:i] + strconv.FormatUint(uint64(rand.Uint32()), 10) + tmp[i+1:] //nolint:gosec // a name, not a secret
 		}
 		path := filepath.Join(dir, name)
-		err = unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+		err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 		switch {
 		case err == nil:
 			return os.NewFile(uintptr(fd), path), nil
 		case errors.Is(err, unix.EEXIST) && !pattern:
 			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				_ = unix.Close(fd)
 				return nil, rerr
 			}
 		case errors.Is(err, unix.EEXIST):
-		case errors.Is(err, unix.ENOENT) && !dirExists(dir):
-			_ = unix.Close(fd)
-			return nil, &fs.PathError{Op: "link", Path: path, Err: err}
-		case errors.Is(err, unix.ENOENT):
-			_ = unix.Close(fd)
+		case errors.Is(err, unix.ENOENT) && dirExists(dir):
 			return nil, errNoUnnamed // no /proc to link through
 		default:
-			_ = unix.Close(fd)
 			return nil, &fs.PathError{Op: "link", Path: path, Err: err}
 		}
 	}
-	_ = unix.Close(fd)
 	return nil, &fs.PathError{Op: "link", Path: filepath.Join(dir, tmp), Err: fs.ErrExist}
 }
 

@@ -1,13 +1,14 @@
 package netconf
 
 import (
-	"errors"
 	"hash/fnv"
 	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
@@ -167,8 +168,31 @@ func (w *watcher) closeFSW() {
 	}
 }
 
-// isWatchFault reports whether err, from adding a watch, is inotify's
-// limits and not the dir's doing.
-func isWatchFault(err error) bool {
-	return err != nil && !errors.Is(err, os.ErrNotExist)
+// armPoll arms poll for the next poll while inotify cannot watch every
+// dir, or for the next look while the conf dir is missing (see
+// missingPoll).
+func (w *watcher) armPoll(poll *time.Timer) {
+	switch {
+	case w.polling():
+		poll.Reset(pollInterval)
+	case !isDir(w.confDir):
+		poll.Reset(missingPoll)
+	}
+}
+
+// polled handles poll's tick, and reports whether a load is due.
+func (w *watcher) polled() bool {
+	if w.polling() {
+		return w.poll()
+	}
+	return w.sync()
+}
+
+// channels returns the fsnotify watcher's channels; nil ones, which
+// never deliver, while there is none.
+func (w *watcher) channels() (chan fsnotify.Event, chan error) {
+	if w.fsw == nil {
+		return nil, nil
+	}
+	return w.fsw.Events, w.fsw.Errors
 }

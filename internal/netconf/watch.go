@@ -292,26 +292,13 @@ func (w *watcher) run(ctx context.Context) {
 	poll := time.NewTimer(missingPoll)
 	defer poll.Stop()
 	for {
-		switch {
-		case w.polling():
-			poll.Reset(pollInterval)
-		case !isDir(w.confDir):
-			poll.Reset(missingPoll) // see missingPoll
-		}
-		var events chan fsnotify.Event
-		var errs chan error
-		if w.fsw != nil { // nil channels: none while polled
-			events, errs = w.fsw.Events, w.fsw.Errors
-		}
+		w.armPoll(poll)
+		events, errs := w.channels()
 		select {
 		case <-ctx.Done():
 			return
 		case <-poll.C:
-			if w.polling() {
-				if w.poll() {
-					w.changed(ctx)
-				}
-			} else if w.sync() {
+			if w.polled() {
 				w.changed(ctx)
 			}
 		case ev, ok := <-events:

@@ -205,7 +205,7 @@ func (e *engine) takeoverAfter() time.Duration {
 	}
 	pick(e.opts.timeouts)
 	for _, n := range e.snapshot().All() {
-		pick(n.Overrides.Timeouts.Or(e.opts.timeouts))
+		pick(n.Timeouts.Or(e.opts.timeouts))
 	}
 	return longest
 }
