@@ -48,36 +48,71 @@ func remount(t *testing.T, dir string, readOnly bool) {
 	}
 }
 
-// A pod set up before its cache dir turned read-only is torn down: every
-// DEL runs (the address and the veth go, host-local's reservation is
-// released), and the call returns an error matching ErrStateNotRecorded.
-// Once the file system is writable again, the record, the cache entry and
-// the lock file go with no further call.
-func TestTeardownOnReadOnlyCache(t *testing.T) {
+// A pod set up before its cache dir fell sick is torn down: every DEL
+// runs (the address and the veth go, host-local's reservation is
+// released). What could not be recorded is reported with an error
+// matching ErrStateNotRecorded (on a read-only file system, always) and
+// finished once the file system is well again, with no further call:
+// the record, the cache entry and the lock file go.
+func TestTeardownOnSickCache(t *testing.T) {
 	t.Parallel()
-	e := sickCacheEnv(t)
-	n := e.bridgeNet("net", "1.0.0")
-	m := e.start(WithHealing(fastHeal))
-	pod := e.pod("p")
-	_, err := m.SetUpPodWithContext(e.ctx(), pod)
-	require.NoError(t, err)
-	require.NotEmpty(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
-	require.Len(t, bridgePorts(t, n.Bridge), 1, "the pod's veth")
+	for _, tc := range []struct {
+		name string
+		// fall makes the cache dir's file system (mnt) sick and returns
+		// what makes it well again; mustFail says that a teardown must
+		// fail to record.
+		fall     func(t *testing.T, mnt string) (heal func())
+		mustFail bool
+	}{
+		{name: "read-only", mustFail: true, fall: func(t *testing.T, mnt string) func() {
+			t.Helper()
+			remount(t, mnt, true)
+			return func() { remount(t, mnt, false) }
+		}},
+		{name: "full", fall: func(t *testing.T, mnt string) func() {
+			t.Helper()
+			filler := filepath.Join(mnt, "filler")
+			testenv.FillTo(t, filler, 0)
+			return func() { require.NoError(t, os.Remove(filler)) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := sickCacheEnv(t)
+			n := e.bridgeNet("net", "1.0.0")
+			m := e.start(WithHealing(fastHeal))
+			pod := e.pod("p")
+			_, err := m.SetUpPodWithContext(e.ctx(), pod)
+			require.NoError(t, err)
+			require.NotEmpty(t, testenv.AddrsIn(t, pod.NetNS, "eth0"))
+			require.Len(t, bridgePorts(t, n.Bridge), 1, "the pod's veth")
 
-	mnt := filepath.Dir(e.cacheDir)
-	remount(t, mnt, true)
-	err = m.TearDownPodWithContext(e.ctx(), pod)
-	require.ErrorIs(t, err, ErrStateNotRecorded)
-	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS), "DEL ran: eth0 is gone")
-	assert.Empty(t, bridgePorts(t, n.Bridge), "the veth is gone")
-	assert.Empty(t, testenv.Reservations(t, e.dataDir, "net"), "host-local released the address")
-	assert.NotEmpty(t, e.cacheFiles(), "nothing could be removed from a read-only cache")
+			heal := tc.fall(t, filepath.Dir(e.cacheDir))
+			err = m.TearDownPodWithContext(e.ctx(), pod)
+			if tc.mustFail || err != nil {
+				require.ErrorIs(t, err, ErrStateNotRecorded)
+			}
+			e.assertDELRan(pod, n)
+			if tc.mustFail {
+				assert.NotEmpty(t, e.cacheFiles(), "nothing could be removed from a read-only cache")
+			}
 
-	remount(t, mnt, false)
-	require.Eventually(t, func() bool {
-		return len(e.cacheFiles()) == 0 && !exists(filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID))
-	}, 30*time.Second, 10*time.Millisecond, "the background finished the teardown\n%s", e.managerLog())
-	e.assertClean(pod, "net")
+			heal()
+			require.Eventually(t, func() bool {
+				return len(e.cacheFiles()) == 0 && !exists(filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID))
+			}, 30*time.Second, 10*time.Millisecond, "the background finished the teardown\n%s", e.managerLog())
+			e.assertClean(pod, "net")
+		})
+	}
+}
+
+// assertDELRan checks that the pod's DEL on the bridge network n ran:
+// eth0 and the veth are gone, and host-local released the address.
+func (e *itEnv) assertDELRan(pod PodNetwork, n testenv.Net) {
+	e.t.Helper()
+	assert.Equal(e.t, []string{"lo"}, linksIn(e.t, pod.NetNS), "DEL ran: eth0 is gone")
+	assert.Empty(e.t, bridgePorts(e.t, n.Bridge), "the veth is gone")
+	assert.Empty(e.t, testenv.Reservations(e.t, e.dataDir, "net"), "host-local released the address")
 }
 
 func exists(path string) bool {
@@ -137,35 +172,6 @@ func TestTeardownWithoutLockDir(t *testing.T) {
 		attribute.String(telemetry.AttrDegradedPart, telemetry.DegradedLocks)))
 	require.NoError(t, m.TearDownPodWithContext(te.ctx(), pod))
 	te.assertClean(pod, "net")
-}
-
-// On a cache dir whose file system is full, a teardown runs its DELs
-// whatever could be recorded, and what could not is finished once space
-// is freed, with no further call.
-func TestTeardownOnFullCache(t *testing.T) {
-	t.Parallel()
-	e := sickCacheEnv(t)
-	n := e.bridgeNet("net", "1.0.0")
-	m := e.start(WithHealing(fastHeal))
-	pod := e.pod("p")
-	_, err := m.SetUpPodWithContext(e.ctx(), pod)
-	require.NoError(t, err)
-
-	filler := filepath.Join(filepath.Dir(e.cacheDir), "filler")
-	testenv.FillTo(t, filler, 0)
-	err = m.TearDownPodWithContext(e.ctx(), pod)
-	if err != nil {
-		require.ErrorIs(t, err, ErrStateNotRecorded, "the only failure a full disk may cause")
-	}
-	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS), "DEL ran: eth0 is gone")
-	assert.Empty(t, bridgePorts(t, n.Bridge), "the veth is gone")
-	assert.Empty(t, testenv.Reservations(t, e.dataDir, "net"), "host-local released the address")
-
-	require.NoError(t, os.Remove(filler))
-	require.Eventually(t, func() bool {
-		return len(e.cacheFiles()) == 0 && !exists(filepath.Join(e.cacheDir, "ocicni", "locks", pod.ID))
-	}, 30*time.Second, 10*time.Millisecond, "the background finished the teardown\n%s", e.managerLog())
-	e.assertClean(pod, "net")
 }
 
 // A teardown whose DEL the caller's deadline cuts short leaves the
@@ -240,9 +246,7 @@ func TestSymlinkedStateDirIsNeverWrittenThrough(t *testing.T) {
 	require.ErrorIs(t, err, ErrStateNotRecorded)
 	require.ErrorIs(t, err, cache.ErrSymlinkedState)
 	assert.Contains(t, err.Error(), state)
-	assert.Equal(t, []string{"lo"}, linksIn(t, pod.NetNS), "DEL ran: eth0 is gone")
-	assert.Empty(t, bridgePorts(t, n.Bridge), "the veth is gone")
-	assert.Empty(t, testenv.Reservations(t, e.dataDir, "net"), "host-local released the address")
+	e.assertDELRan(pod, n)
 	assert.Equal(t, before, testenv.Tree(t, outside), "nothing was written or removed through the link")
 	h := m.Health()
 	assert.True(t, h.LocksDegraded)
