@@ -63,7 +63,7 @@ func (l *Ledger) Commit(id string, ch Change) (leftover, err error) {
 	if err := cache.ValidateContainerID(id); err != nil {
 		return nil, err
 	}
-	if err := l.c.CheckState(); err != nil {
+	if err := l.checkOwnDirs(); err != nil {
 		return nil, err // nothing is written through a symlinked state dir
 	}
 	aside, err := l.setAside(id, ch)
@@ -135,6 +135,13 @@ func unusedConfigs(before, after []cache.Attachment) []string {
 
 // asideDir returns the directory that a commit of sandbox id moves its
 // dropped entries to.
+// checkOwnDirs refuses a symlink on the way to the directories that the
+// ledger writes in itself (see [fsutil.RealDirs]): the aside dirs, and
+// the results it moves there; the cache checks its own.
+func (l *Ledger) checkOwnDirs() error {
+	return fsutil.RealDirs(l.c.Dir(), filepath.Join("ocicni", "aside"), "results")
+}
+
 func (l *Ledger) asideDir(id string) string {
 	return filepath.Join(l.c.Dir(), "ocicni", "aside", id)
 }
@@ -323,7 +330,7 @@ func (l *Ledger) Recover() ([]string, error) {
 }
 
 func (l *Ledger) recoverCommits() error {
-	if err := l.c.CheckState(); err != nil {
+	if err := l.checkOwnDirs(); err != nil {
 		return err
 	}
 	des, err := os.ReadDir(filepath.Join(l.c.Dir(), "ocicni", "aside"))

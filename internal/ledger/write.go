@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -34,7 +35,7 @@ func (l *Ledger) retriesMark() string { return filepath.Join(l.c.Dir(), "ocicni"
 // DEL retry pending (see [Ledger.RetriesMarked]), so that one that lives
 // longer than the process that wrote it adopts the retry.
 func (l *Ledger) MarkRetries() error {
-	if err := l.c.CheckState(); err != nil {
+	if err := fsutil.RealDirs(l.c.Dir(), filepath.Join("ocicni", "locks")); err != nil {
 		return fmt.Errorf("ledger: marking a pending DEL retry: %w", err)
 	}
 	p := l.retriesMark()

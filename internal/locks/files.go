@@ -144,6 +144,9 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 	if key == "" || strings.HasPrefix(key, ".") || strings.ContainsRune(key, os.PathSeparator) {
 		return nil, fmt.Errorf("locks: bad key %q", key)
 	}
+	if err := fl.verify(); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(fl.dir, key)
 	for {
 		f, err := fl.open(path)
@@ -179,6 +182,9 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 // [Files.LockNode]), and returns ctx's error, holding nothing, when ctx
 // ends first.
 func (fl *Files) RLockNode(ctx context.Context) (*FileLock, error) {
+	if err := fl.verify(); err != nil {
+		return nil, err
+	}
 	turn, err := fl.open(filepath.Join(fl.dir, turnFile))
 	if err != nil {
 		return nil, err
@@ -198,6 +204,9 @@ func (fl *Files) RLockNode(ctx context.Context) (*FileLock, error) {
 // pauses between tries, so that the readers held back get in (see
 // [NodePause]).
 func (fl *Files) LockNode(ctx context.Context, hold time.Duration) (*FileLock, error) {
+	if err := fl.verify(); err != nil {
+		return nil, err
+	}
 	if l, err := fl.lockNode(ctx, lockExclusive, false); err == nil || !errors.Is(err, ErrBusy) {
 		return l, err
 	}
@@ -248,6 +257,18 @@ func (fl *Files) lockNode(ctx context.Context, how int, wait bool) (*FileLock, e
 	return &FileLock{f: f, path: path, fl: fl}, nil
 }
 
+// verify runs the check NewFiles was given, once for each lock taken
+// (its files are opened after it).
+func (fl *Files) verify() error {
+	if fl.check == nil {
+		return nil
+	}
+	if err := fl.check(); err != nil {
+		return unavailable(fl.dir, err)
+	}
+	return nil
+}
+
 // open opens path for locking, making the directory first when it is
 // missing. Where the file cannot be opened for writing (a read-only file
 // system, or one that turned read-only after an I/O error), an existing
@@ -255,11 +276,6 @@ func (fl *Files) lockNode(ctx context.Context, how int, wait bool) (*FileLock, e
 // still holds; only its stamp is not written. Every failure is an
 // [*UnavailableError].
 func (fl *Files) open(path string) (*os.File, error) {
-	if fl.check != nil {
-		if err := fl.check(); err != nil {
-			return nil, unavailable(fl.dir, err)
-		}
-	}
 	f, err := openLockFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(fl.dir, 0o700); err != nil {

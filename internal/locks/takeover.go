@@ -107,6 +107,9 @@ func (fl *Files) abandoned(holder Stamp) bool {
 // one, unless another waiter did so first or its holder changed: under
 // the takeover file's lock, so that two waiters never both replace it.
 func (fl *Files) replace(ctx context.Context, f *os.File, key, path string, gone Stamp) error {
+	if err := fl.verify(); err != nil {
+		return err
+	}
 	g, err := fl.open(filepath.Join(fl.dir, takeoverFile))
 	if err != nil {
 		return err

@@ -25,8 +25,8 @@ const MaxFileSize = 4 << 20
 // file system.
 type Cache struct {
 	dir    string
-	spares *spares      // nil in the zero Cache, which reuses no record
-	warm   *warmConfigs // nil in the zero Cache, which keeps no unlinked config
+	spares *fsutil.Spares // nil in the zero Cache, which reuses no record
+	warm   *warmConfigs   // nil in the zero Cache, which keeps no unlinked config
 
 	indexMu sync.Mutex
 	index   *nameIndex // nil: ForContainer lists the results directory
@@ -81,7 +81,7 @@ func New(dir string) *Cache {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	return &Cache{dir: filepath.Clean(dir), spares: newSpares(), warm: newWarmConfigs()}
+	return &Cache{dir: filepath.Clean(dir), spares: fsutil.NewSpares(), warm: newWarmConfigs()}
 }
 
 // Dir returns the cache directory. The zero Cache uses [libcni.CacheDir].
@@ -92,13 +92,14 @@ func (c *Cache) Dir() string {
 	return c.dir
 }
 
-// stateDirs are the directories below [Cache.Dir] that the cache writes
-// in or removes from: the library's state, and libcni's results.
-var stateDirs = []string{
-	"results",
-	filepath.Join("ocicni", "attachments"), filepath.Join("ocicni", "configs"),
-	filepath.Join("ocicni", "locks"), filepath.Join("ocicni", "aside"),
-}
+// The directories below [Cache.Dir] that the cache writes in or removes
+// from: libcni's results, and the library's state.
+var (
+	resultsRel = "results"
+	ordersRel  = filepath.Join("ocicni", "attachments")
+	configsRel = filepath.Join("ocicni", "configs")
+	stateDirs  = []string{resultsRel, ordersRel, configsRel, filepath.Join("ocicni", "locks"), filepath.Join("ocicni", "aside")}
+)
 
 // CheckState reports whether the directories below [Cache.Dir] that the
 // cache writes in or removes from (results/ and the library's state
@@ -107,9 +108,11 @@ var stateDirs = []string{
 // matching [ErrSymlinkedState] that names it, and every method that
 // writes or removes refuses with it, so that nothing is ever written or
 // removed through the link. The cache dir itself may be a symlink.
-func (c *Cache) CheckState() error {
-	return fsutil.RealDirs(c.Dir(), stateDirs...)
-}
+func (c *Cache) CheckState() error { return c.checkState(stateDirs...) }
+
+// checkState is [Cache.CheckState] for the directories a method uses
+// alone, so that each pays only for the lstat(2)s of its own paths.
+func (c *Cache) checkState(rels ...string) error { return fsutil.RealDirs(c.Dir(), rels...) }
 
 // ResultsDir returns the directory holding libcni's result files,
 // <dir>/results.
@@ -192,7 +195,7 @@ func (c *Cache) Get(network, id, ifname string) (*Entry, error) {
 // Remove deletes the entry file of (network, id, ifname). An absent file is
 // not an error.
 func (c *Cache) Remove(network, id, ifname string) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(resultsRel); err != nil {
 		return err
 	}
 	name, err := FileName(network, id, ifname)
@@ -212,7 +215,7 @@ func (c *Cache) Remove(network, id, ifname string) error {
 // [Cache.ResultsDir] once made absolute and cleaned. An absent file is not
 // an error.
 func (c *Cache) RemoveFile(path string) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(resultsRel); err != nil {
 		return err
 	}
 	abs, err := c.inResults("remove", path)

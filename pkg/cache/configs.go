@@ -84,7 +84,7 @@ func (c *Cache) SaveConfig(id string, b []byte) (string, error) {
 // id, a copy other records link); the directories of the layout, once
 // made, stay.
 func (c *Cache) SaveConfigUndoable(id string, b []byte) (ConfigSave, error) {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(configsRel, ordersRel); err != nil {
 		return ConfigSave{}, err
 	}
 	digest := ConfigDigest(b)
@@ -177,7 +177,7 @@ func readConfigFile(path, digest string) ([]byte, error) {
 // Empty digests are skipped. It returns the first failure and goes on
 // past it.
 func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(configsRel, ordersRel); err != nil {
 		return err
 	}
 	var errs []error
@@ -314,7 +314,7 @@ func savedConfigOf(link bool, name string) (SavedConfig, bool) {
 // RemoveSavedConfig removes a file that [Cache.ListConfigs] listed. It
 // refuses any other path. An absent file is not an error.
 func (c *Cache) RemoveSavedConfig(sc SavedConfig) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(configsRel, ordersRel); err != nil {
 		return err
 	}
 	want, err := c.configPath(sc.Digest)
@@ -346,7 +346,7 @@ func IsConfigLink(name string) bool { return strings.HasPrefix(name, configLinkP
 // exists and none is being written. It lists [Cache.OrdersDir], so it is
 // for the rare paths: a teardown or GC that found no record.
 func (c *Cache) RemoveStrays(id string) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(configsRel, ordersRel); err != nil {
 		return err
 	}
 	if _, err := c.orderPath(id); err != nil {
@@ -396,7 +396,7 @@ type ConfigSave struct {
 // before any other write of the same record. An absent file is not an
 // error.
 func (c *Cache) UndoSaveConfig(s ConfigSave) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(configsRel, ordersRel); err != nil {
 		return err
 	}
 	var errs []error

@@ -92,7 +92,7 @@ func (c *Cache) orderPath(id string) (string, error) {
 // one that matches [ErrNotDurable]: the new record is then in place. A
 // spare that cannot take the new content is removed.
 func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(ordersRel); err != nil {
 		return err
 	}
 	path, err := c.orderPath(id)
@@ -112,7 +112,7 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 		return fmt.Errorf("cache: write order %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
-	if spare := c.spares.take(dir); spare != "" && reuse(spare, path, data) {
+	if spare := c.spares.Take(dir); spare != "" && reuse(spare, path, data) {
 		if err := fsutil.SyncDir(dir); err != nil {
 			return fmt.Errorf("cache: write order %s: %w: %w", path, ErrNotDurable, err)
 		}
@@ -226,7 +226,7 @@ func ValidateNetNSPath(path string) error {
 // by [New] keeps up to 32 records under hidden names for WriteOrder to
 // reuse. An absent record is not an error.
 func (c *Cache) RemoveOrder(id string) error {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(ordersRel); err != nil {
 		return err
 	}
 	path, err := c.orderPath(id)
@@ -237,7 +237,7 @@ func (c *Cache) RemoveOrder(id string) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: tmp, ContainerID: id, Err: err}
 	}
-	retired, err := c.spares.retire(path)
+	retired, err := c.spares.Retire(path)
 	switch {
 	case retired, errors.Is(err, fs.ErrNotExist):
 		return nil

@@ -126,7 +126,7 @@ func TestSparesOfAnEarlierProcessAreAdoptedOrRemoved(t *testing.T) {
 	require.NoError(t, second.WriteOrder("fresh", []Attachment{{Network: "n", IfName: "eth0"}}))
 	assert.Len(t, spareFiles(t, second.OrdersDir()), maxSpares-1, "adopted up to the bound, one reused, the rest removed")
 	for _, name := range spareFiles(t, second.OrdersDir()) {
-		assert.True(t, strings.HasPrefix(name, second.spares.prefix), "%s belongs to the new Cache", name)
+		assert.True(t, second.spares.Owns(name), "%s belongs to the new Cache", name)
 	}
 
 	// The first Cache's spares are gone: it creates files again.

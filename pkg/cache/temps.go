@@ -21,7 +21,7 @@ import (
 // temporary files. It returns the paths it removed, and the failures of
 // the listings and removals.
 func (c *Cache) RemoveTemps() ([]string, error) {
-	if err := c.CheckState(); err != nil {
+	if err := c.checkState(ordersRel, configsRel); err != nil {
 		return nil, err
 	}
 	var removed []string
