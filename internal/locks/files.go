@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // ErrBusy is what [Files.TryLock] returns when another holder, in this
@@ -70,6 +72,9 @@ type Files struct {
 	owner    string
 	check    func() error // nil: none
 	takeover *Takeover    // nil: none (see SetTakeover)
+	// spares are key files retired when their key guarded nothing any
+	// more, for the next new key to reuse (see openKey); nil: none.
+	spares *fsutil.Spares
 }
 
 // NewFiles returns the lock files under dir, made on first use. Its
@@ -81,6 +86,9 @@ func NewFiles(dir string, check func() error) *Files {
 	var tag [6]byte
 	_, _ = rand.Read(tag[:]) // never fails (crypto/rand's doc)
 	fl := &Files{dir: dir, owner: fmt.Sprintf("%d-%x", os.Getpid(), tag), check: check}
+	if reuseFiles {
+		fl.spares = fsutil.NewSpares()
+	}
 	liveOwners.Store(fl.owner, struct{}{})
 	return fl
 }
@@ -149,7 +157,7 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 	}
 	path := filepath.Join(fl.dir, key)
 	for {
-		f, err := fl.open(path)
+		f, reused, err := fl.openKey(path)
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +172,9 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 			if err != nil {
 				_ = f.Close()
 				return nil, unavailable(path, err)
+			}
+			if reused {
+				clearStamp(f) // a former key's release
 			}
 			if fl.takeover != nil {
 				// Who holds it, for a waiter that may take it over (see
@@ -257,6 +268,34 @@ func (fl *Files) lockNode(ctx context.Context, how int, wait bool) (*FileLock, e
 	return &FileLock{f: f, path: path, fl: fl}, nil
 }
 
+// openKey opens a key's lock file at path. Where there is none, it puts
+// a spare in its place (see [fsutil.Spares]), which costs a rename where
+// creating a file costs far more on some file systems, and reports that
+// it did: the file's stamps are then a former key's. A spare is renamed
+// only where no file is (renameat2's RENAME_NOREPLACE), so a file that
+// another holder made meanwhile, and may hold, is never replaced.
+func (fl *Files) openKey(path string) (*os.File, bool, error) {
+	if fl.spares == nil {
+		f, err := fl.open(path)
+		return f, false, err
+	}
+	f, err := openExistingLockFile(path)
+	if err == nil {
+		return f, false, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if spare := fl.spares.Take(fl.dir); spare != "" {
+			if renameNoReplace(spare, path) != nil {
+				fl.spares.Return(spare) // made meanwhile, or the rename is not supported here
+			} else if f, err := openExistingLockFile(path); err == nil {
+				return f, true, nil
+			}
+		}
+	}
+	f, err = fl.open(path)
+	return f, false, err
+}
+
 // verify runs the check NewFiles was given, once for each lock taken
 // (its files are opened after it).
 func (fl *Files) verify() error {
@@ -343,7 +382,11 @@ func (l *FileLock) Stamp() Stamp { return readStamp(l.f) }
 // exactly once.
 func (l *FileLock) Unlock(remove bool) {
 	if remove {
-		_ = os.Remove(l.path) // a file left guards nothing; the next holder removes it
+		// Kept for a new key to reuse, or removed; a file left guards
+		// nothing, and the next holder removes it.
+		if kept, err := l.fl.spares.Retire(l.path); !kept && err == nil {
+			_ = os.Remove(l.path)
+		}
 	} else if filepath.Base(l.path) != nodeFile {
 		writeStamp(l.f, l.fl.owner, time.Now())
 	}
@@ -419,6 +462,11 @@ func writeStampAt(f *os.File, off int64, owner string, at time.Time) {
 }
 
 func readStamp(f *os.File) Stamp { return readStampAt(f, 0) }
+
+// clearStamp blanks the release stamp: no holder of this key released it.
+func clearStamp(f *os.File) {
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("%*s\n", stampLen-1, "")), 0) // as writeStamp, best effort
+}
 
 func readStampAt(f *os.File, off int64) Stamp {
 	buf := make([]byte, stampLen)

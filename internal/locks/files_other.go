@@ -13,6 +13,8 @@ func openLockFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 }
 
+func openExistingLockFile(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }
+
 func openLockFileReadOnly(path string) (*os.File, error) { return os.Open(path) }
 
 // tryFlock always succeeds: without flock(2), the lock files hold only

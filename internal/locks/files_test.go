@@ -346,3 +346,38 @@ func TestFilesHolderProcess(t *testing.T) {
 	_, _ = os.Stdout.WriteString("holding\n")
 	select {} // until killed
 }
+
+// A key whose file is removed leaves it as a spare, and the next new key
+// takes that file instead of creating one, with no stamp of the former
+// key's; the spares are no keys.
+func TestKeyFilesReused(t *testing.T) {
+	if !reuseFiles {
+		t.Skip("lock files are not reused here")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	fl := NewFiles(dir, nil)
+	a, err := fl.Lock(context.Background(), "a")
+	require.NoError(t, err)
+	a.Unlock(false) // stamped
+	a, err = fl.Lock(context.Background(), "a")
+	require.NoError(t, err)
+	require.NotZero(t, a.Stamp().Owner)
+	held, err := a.f.Stat()
+	require.NoError(t, err)
+	a.Unlock(true)
+	keys, err := fl.Keys()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "a spare is no key")
+
+	b, err := fl.Lock(context.Background(), "b")
+	require.NoError(t, err)
+	defer b.Unlock(true)
+	now, err := os.Stat(filepath.Join(dir, "b"))
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(held, now), "b took a's file")
+	assert.Zero(t, b.Stamp(), "and none of a's stamps")
+	keys, err = fl.Keys()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, keys)
+}

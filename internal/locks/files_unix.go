@@ -18,6 +18,12 @@ func openLockFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 }
 
+// openExistingLockFile opens an existing lock file for writing, never
+// through a symlink.
+func openExistingLockFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+}
+
 // openLockFileReadOnly opens an existing lock file read-only, never
 // through a symlink: enough to flock it.
 func openLockFileReadOnly(path string) (*os.File, error) {

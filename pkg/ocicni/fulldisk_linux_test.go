@@ -172,9 +172,12 @@ var (
 	layoutFiles = []string{"ocicni/locks/.node", "ocicni/locks/.turn"}
 )
 
-// withLayout adds layoutDirs and layoutFiles to tree.
+// withLayout adds layoutDirs and layoutFiles to tree, and drops the
+// spare files (retired records and lock files the cache keeps to reuse,
+// see [cache.IsSpareFile]), which are the layout's too.
 func withLayout(tree map[string]int64) map[string]int64 {
 	out := maps.Clone(tree)
+	maps.DeleteFunc(out, func(name string, _ int64) bool { return cache.IsSpareFile(path.Base(name)) })
 	for _, d := range layoutDirs {
 		out[d] = -1
 	}
