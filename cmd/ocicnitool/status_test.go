@@ -89,3 +89,25 @@ func TestSkippedReasonsPrintedOnce(t *testing.T) {
 		})
 	}
 }
+
+// The node's faults that the library works around are listed under
+// their own heading, each with what the library does instead; a node
+// without any lists none, and prints no heading.
+func TestStatusListsNodeFaults(t *testing.T) {
+	t.Parallel()
+	doc := nodeStatusJSON{Networks: []networkStatusJSON{{Network: "n", Default: true, Ready: true}}, Faults: []faultJSON{}}
+	render := func(doc nodeStatusJSON) string {
+		var b strings.Builder
+		require.NoError(t, (&printer{w: &b}).emit(doc, func(tb *table) { nodeStatusTable(tb, doc) }))
+		return b.String()
+	}
+	assert.NotContains(t, render(doc), "NODE FAULTS")
+	doc.Faults = append(doc.Faults, faultJSON{Part: "watcher", Effect: "polls", Error: "too many open files"})
+	out := render(doc)
+	assert.Contains(t, out, "NODE FAULTS WORKED AROUND")
+	assert.Regexp(t, `watcher\s+polls\s+too many open files`, out)
+
+	r := mustRun(t, exitNotFound, "status", "--json", "--conf-dir", t.TempDir(), "--bin-dir", t.TempDir(),
+		"--cache-dir", t.TempDir())
+	assert.Contains(t, r.stdout, `"faults": [`, "always listed, empty or not")
+}
