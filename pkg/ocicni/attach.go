@@ -175,6 +175,9 @@ func (a *attacher) attach(ctx context.Context, pod *PodNetwork, plans []*plan, h
 		serr := &SetupError{ContainerID: pod.ID, Err: &NetworkError{Network: p.Name, IfName: p.Ifname, Verb: "ADD", Err: err}}
 		return nil, a.failSetup(ctx, pod, fresh, i, order, serr, log, hold)
 	}
+	for _, p := range fresh {
+		a.fresh.add(pod.ID, p)
+	}
 	log.WithField("networks", len(results)).Info("Attached pod to its CNI networks")
 	return results, nil
 }

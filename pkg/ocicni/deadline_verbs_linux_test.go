@@ -123,7 +123,7 @@ func TestPodStatusDeadlineWhileCHECKHeld(t *testing.T) {
 	e := newITEnv(t)
 	check := testenv.NewBarrier(t)
 	e.bridgeNet("slow", "1.0.0", e.recorder("slow", "1.0.0", map[string]any{"check": check.Behaviour(nil)}))
-	m := e.start()
+	m := e.start(WithStatusAlwaysChecks())
 	pod := e.pod("p")
 	e.setUp(pod)
 

@@ -478,7 +478,11 @@
 // [Manager.GetPodNetworkStatusWithContext] returns the cached result, after
 // CHECK for networks at CNI 0.4.0 or later (unless disableCheck); without a
 // cached result it reads the interface's addresses from the netns through
-// netlink. A CHECK failure is a [NetworkError] naming the network.
+// netlink. A CHECK failure is a [NetworkError] naming the network. A
+// status of an attachment this manager added less than 5 s before, with
+// the same config (CRI-O asks right after the setup), answers from the
+// ADD's result without CHECK; [WithStatusAlwaysChecks] says what CHECK
+// would prove there, and turns that off.
 //
 // [Manager.StatusWithContext] fails while there is no default network and
 // runs STATUS on it at CNI 1.1.0 or later; a plugin's code, such as

@@ -39,6 +39,7 @@ type engine struct {
 	admit  admissionQueues // pod operations' turns to run plugins; leaves, taken last
 	conf   *netconf.Loader // the network sets: loading, VERSION, the watcher
 
+	fresh     *freshAdds     // the attachments added a moment ago, for status (see freshAdds)
 	healer    *healer        // background DEL retries; its loop is counted in Manager.wg
 	rollbacks bgwork.Tracker // background rollbacks (see SetupError)
 }

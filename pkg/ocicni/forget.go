@@ -18,6 +18,7 @@ func (d *detacher) forget(ctx context.Context, pod PodNetwork) ([]string, error)
 		return nil, err
 	}
 	defer release()
+	d.fresh.forget(pod.ID)
 
 	inv := d.store.takeInventory(pod.ID, nil, d.snapshot(), log)
 	if inv.listErr != nil {

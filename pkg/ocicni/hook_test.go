@@ -45,7 +45,8 @@ func TestPluginHookAndEnv(t *testing.T) {
 	env := ocicnitest.NewEnv(t)
 	env.WriteConflist(t, "net", "1.0.0", "bridge", "tuning")
 	var got runs
-	m := env.NewManager(t, ocicni.WithPluginHook(got.hook), ocicni.WithPluginEnv("GOMAXPROCS=2"))
+	m := env.NewManager(t, ocicni.WithPluginHook(got.hook), ocicni.WithPluginEnv("GOMAXPROCS=2"),
+		ocicni.WithStatusAlwaysChecks())
 	pod := ocicni.PodNetwork{Name: "web", Namespace: "default", ID: "pod1", NetNS: env.NetNS(t, "pod1")}
 
 	_, err := m.SetUpPodWithContext(context.Background(), pod)

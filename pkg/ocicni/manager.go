@@ -81,6 +81,7 @@ func New(opts ...Option) (*Manager, error) {
 		pods: locks.NewKeyed(),
 
 		setups: newSetupTracker(),
+		fresh:  newFreshAdds(o.freshWindow),
 		admit:  newAdmissionQueues(o.admission),
 	}
 	e.cni = newCNIRunner(o.binDirs, led, exec)

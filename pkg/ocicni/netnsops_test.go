@@ -68,7 +68,7 @@ func TestWithNetNSOpsReplacesNetnsWork(t *testing.T) {
 	env := newFakeEnv(t)
 	cacheDir, nsPath, root := env.cacheDir, env.nsPath, filepath.Dir(env.nsPath)
 	newManager := func(ops NetNSOps) (*Manager, *fakecni.Exec) {
-		return env.manager(t, WithNetNSOps(ops))
+		return env.manager(t, WithNetNSOps(ops), WithStatusAlwaysChecks())
 	}
 	ctx := context.Background()
 	// attached sets pod id up through a manager whose NetNSOps records

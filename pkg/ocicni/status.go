@@ -132,6 +132,12 @@ func (ck *checker) checkOne(ctx context.Context, pod *PodNetwork, p *plan, entry
 			// result; planFor logged why.
 			return res, nil
 		}
+		if ck.fresh.fresh(pod.ID, p) {
+			if debugEnabled(log) {
+				planLog(log, p, "CHECK").Debug("Added a moment ago with this config; answering from the ADD's result")
+			}
+			return res, nil
+		}
 		if ok, _ := version.GreaterThanOrEqualTo(p.list.CNIVersion, "0.4.0"); ok {
 			cctx, cancel := planRun(ctx, p, "CHECK", reasonStatus)
 			err := ck.cni.check(cctx, p.list, p.rt, p.cacheEntry)

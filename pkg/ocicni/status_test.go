@@ -33,7 +33,7 @@ func TestStatusRunsCheckByVersion(t *testing.T) {
 				list = `{"disableCheck":true,` + list[1:]
 			}
 			e.addConf("net", list)
-			m := e.start()
+			m := e.start(WithStatusAlwaysChecks())
 			pod := e.pod("p")
 			res, err := m.SetUpPodWithContext(e.ctx(), pod)
 			require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestStatusCheckFailureNamesNetwork(t *testing.T) {
 	t.Parallel()
 	e := newITEnv(t)
 	e.addConf("chk", e.recorder("chk", "1.0.0", map[string]any{"check": map[string]any{"errorCode": 101, "errorMsg": "drifted"}}))
-	m := e.start()
+	m := e.start(WithStatusAlwaysChecks())
 	pod := e.pod("p")
 	_, err := m.SetUpPodWithContext(e.ctx(), pod)
 	require.NoError(t, err)

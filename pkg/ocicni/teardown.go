@@ -50,6 +50,7 @@ func (d *detacher) tearDown(ctx context.Context, pod PodNetwork) (_ []Outcome, e
 		return nil, err
 	}
 	defer release()
+	d.fresh.forget(pod.ID) // a status after this runs CHECK
 
 	inv, plans, err := d.teardownPlans(&pod, log)
 	if err != nil {

@@ -171,7 +171,7 @@ func TestNetworkTimeoutCHECK(t *testing.T) {
 			e := newITEnv(t)
 			check := testenv.NewBarrier(t)
 			e.slowNet(src.key, map[string]any{"check": check.Behaviour(nil)})
-			m := e.start(WithNetworkTimeouts(src.opt))
+			m := e.start(WithNetworkTimeouts(src.opt), WithStatusAlwaysChecks())
 			pod := e.pod("p")
 			e.setUp(pod)
 
@@ -206,7 +206,7 @@ func TestNetworkTimeoutCallerShorter(t *testing.T) {
 			b := testenv.NewBarrier(t)
 			rec := map[string]any{map[string]string{"ADD": "add", "DEL": "del", "CHECK": "check"}[verb]: b.Behaviour(nil)}
 			e.slowNet(long, rec)
-			m := e.start()
+			m := e.start(WithStatusAlwaysChecks())
 			pod := e.pod("p")
 			if verb != "ADD" {
 				e.setUp(pod)
