@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -15,8 +17,8 @@ import (
 // keeps the key locked while it runs. A plugin's child that inherits
 // every descriptor (a daemon started by a plugin written in C or shell
 // that forks without closing them) then holds the lock for as long as it
-// lives. So once the holder that took the lock is gone (its process
-// ended, or it retired) and its lock is older than the takeover bound, a
+// lives. So once the process of the holder that took the lock has ended
+// and its lock is older than the takeover bound, a
 // waiter replaces the lock file with a new one and locks that: the old
 // file, and whoever still holds it, guard nothing any more.
 
@@ -100,7 +102,20 @@ func (fl *Files) waitKey(ctx context.Context, f *os.File, key, path string, wait
 // abandoned reports whether holder, a key's holder stamp, names a holder
 // that is gone and took the lock longer ago than the takeover bound.
 func (fl *Files) abandoned(holder Stamp) bool {
-	return holder.Owner != "" && !holder.Live() && time.Since(holder.At) >= fl.takeover.After()
+	return holderGone(holder) && time.Since(holder.At) >= fl.takeover.After()
+}
+
+// holderGone reports whether the process of the holder that stamped s
+// has ended. A holder of this process is never gone, retired or not: a
+// manager that shut down keeps serving, and holds its locks itself. A
+// stamp that names no process is not either: it is waited for.
+func holderGone(s Stamp) bool {
+	pidStr, _, ok := strings.Cut(s.Owner, "-")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return !processAlive(pid)
 }
 
 // replace replaces the lock file at path, which f has open, with a new

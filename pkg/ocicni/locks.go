@@ -187,8 +187,7 @@ func (f *lockFault) state() (bool, error) {
 const defaultTakeover = 3 * time.Minute
 
 // takeoverAfter is how long after it took a sandbox's lock file a holder
-// that is gone (its process ended, or its manager shut down) may keep
-// it, through the plugins it ran and their children, before another
+// whose process has ended may keep it, through the plugins it ran and their children, before another
 // engine takes the sandbox over (see [locks.Takeover]): the longest that
 // a plugin of any loaded network may run, with [defaultTakeover] for a
 // verb without a timeout. A plugin that ran longer was to be killed; a
