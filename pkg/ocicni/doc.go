@@ -41,16 +41,19 @@
 //	teardown.go     detacher: TearDownPod, the DELs, the retries the healer runs
 //	forget.go       detacher: ForgetPodCache
 //	heal.go         healer and HealPolicy: when a failed DEL is retried (its state, backoff, give-up)
+//	unsettled.go    the DELs whose outcome could not be committed (a sick cache dir), for the healer
 //	gc.go           collector: GC, the GC verbs
 //	gcplan.go       collector: what is stale (the one place that decides), GC's scope
 //	gcdel.go        collector: the stale DELs, on workers
 //	gcpace.go       how GC yields to setups
 //	status.go       checker: GetPodNetworkStatus (CHECK), Status (STATUS)
+//	fresh.go        the attachments added a moment ago, which a status answers from the ADD
 //	plan.go         a plan: its config, cache rule and runtime config
 //	inventory.go    store: what a pod asks for and a sandbox holds (cache entries, order record)
 //	inventories.go  Inventory, Inventories: the same for operators
 //	record.go       store: the one door to the order records, and their next state
-//	locks.go        a pod's locks (gate, node gate, sandbox lock file)
+//	locks.go        a pod's locks (gate, node gate, sandbox lock file), their faults and takeover
+//	health.go       Health: the node's faults worked around (lock files, watcher)
 //	admission.go    Admission: pod operations' turns to run plugins
 //	setups.go       the setups in flight, which GC and the healer watch
 //	exec.go         the plugin executor, the libcni runner, a plan run's context (planRun)
@@ -64,7 +67,8 @@
 // cache dir), the sandbox's mutex, its lock file; an admission slot comes
 // last and waits for nothing. A pod operation holds the gates shared;
 // only GC's verbs hold them exclusively. The healer's, the setup
-// tracker's and the admission queues' locks are leaves.
+// tracker's, the admission queues', the lock fault's, the unsettled
+// DELs' and the fresh ADDs' locks are leaves.
 //
 // # Lifecycle
 //
