@@ -8,9 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
@@ -59,10 +57,6 @@ const (
 	turnFile = ".turn" // the turnstile a waiting writer closes to new readers
 )
 
-// stampLen is the fixed length of a release stamp: the owner, a space,
-// the release time in Unix nanoseconds, padded with spaces, a newline.
-const stampLen = 64
-
 // Files is a directory of lock files that every process on the node
 // opens, so that its locks hold across processes and across the holders
 // of one process alike (see the package doc, "File locks"). The zero
@@ -93,29 +87,6 @@ func NewFiles(dir string, check func() error) *Files {
 	return fl
 }
 
-// liveOwners holds the owners of this process that are not retired.
-var liveOwners sync.Map
-
-// Retire ends the owner's life: the stamps it left no longer count as a
-// live holder's (see [Stamp.Live]). Its locks keep working.
-func (fl *Files) Retire() { liveOwners.Delete(fl.owner) }
-
-// Live reports whether the owner that stamped s may still be at work: its
-// process runs and, when it is this process, it has not retired. The
-// zero Stamp is not live.
-func (s Stamp) Live() bool {
-	pidStr, _, ok := strings.Cut(s.Owner, "-")
-	pid, err := strconv.Atoi(pidStr)
-	switch {
-	case !ok || err != nil || pid <= 0:
-		return false
-	case pid == os.Getpid():
-		_, live := liveOwners.Load(s.Owner)
-		return live
-	}
-	return processAlive(pid)
-}
-
 // Owner returns the owner that this holder's releases stamp.
 func (fl *Files) Owner() string { return fl.owner }
 
@@ -125,12 +96,6 @@ type FileLock struct {
 	f    *os.File
 	path string
 	fl   *Files
-}
-
-// Stamp is who last released a key's lock, and when.
-type Stamp struct {
-	Owner string
-	At    time.Time
 }
 
 // Lock takes key's lock exclusively, waiting while another holder has
@@ -372,10 +337,6 @@ func flockWait(ctx context.Context, f *os.File, how int, wait bool) error {
 	}
 }
 
-// Stamp returns who last released the key's lock and when: the zero
-// Stamp when no holder has stamped it (or its stamp cannot be read).
-func (l *FileLock) Stamp() Stamp { return readStamp(l.f) }
-
 // Unlock releases the lock. A key's lock is stamped with its owner and
 // the time first, unless remove is set: then its file is removed, which a
 // holder does once the key guards nothing any more. Unlock must be called
@@ -449,37 +410,6 @@ func (fl *Files) Recent(since time.Time) (map[string]Stamp, error) {
 		_ = f.Close()
 	}
 	return out, nil
-}
-
-func writeStamp(f *os.File, owner string, at time.Time) { writeStampAt(f, 0, owner, at) }
-
-func writeStampAt(f *os.File, off int64, owner string, at time.Time) {
-	line := owner + " " + strconv.FormatInt(at.UnixNano(), 10)
-	buf := []byte(fmt.Sprintf("%-*s\n", stampLen-1, line))
-	// A stamp that cannot be written leaves the last one: readers then
-	// take the key as released earlier, which only a GC reads.
-	_, _ = f.WriteAt(buf[:stampLen], off)
-}
-
-func readStamp(f *os.File) Stamp { return readStampAt(f, 0) }
-
-// clearStamp blanks the release stamp: no holder of this key released it.
-func clearStamp(f *os.File) {
-	_, _ = f.WriteAt([]byte(fmt.Sprintf("%*s\n", stampLen-1, "")), 0) // as writeStamp, best effort
-}
-
-func readStampAt(f *os.File, off int64) Stamp {
-	buf := make([]byte, stampLen)
-	n, _ := f.ReadAt(buf, off)
-	owner, at, ok := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
-	if !ok {
-		return Stamp{}
-	}
-	ns, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return Stamp{}
-	}
-	return Stamp{Owner: owner, At: time.Unix(0, ns)}
 }
 
 // stillAt reports whether path still names the file f has open.

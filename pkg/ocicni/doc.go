@@ -46,20 +46,18 @@
 //	gcplan.go       collector: what is stale (the one place that decides), GC's scope
 //	gcdel.go        collector: the stale DELs, on workers
 //	gcpace.go       how GC yields to setups
-//	status.go       checker: GetPodNetworkStatus (CHECK), Status (STATUS)
-//	fresh.go        the attachments added a moment ago, which a status answers from the ADD
+//	status.go       checker: GetPodNetworkStatus (CHECK, or the ADD's result a moment after it), Status (STATUS)
 //	plan.go         a plan: its config, cache rule and runtime config
 //	inventory.go    store: what a pod asks for and a sandbox holds (cache entries, order record)
 //	inventories.go  Inventory, Inventories: the same for operators
 //	record.go       store: the one door to the order records, and their next state
 //	locks.go        a pod's locks (gate, node gate, sandbox lock file), their faults and takeover
-//	health.go       Health: the node's faults worked around (lock files, watcher)
 //	admission.go    Admission: pod operations' turns to run plugins
 //	setups.go       the setups in flight, which GC and the healer watch
 //	exec.go         the plugin executor, the libcni runner, a plan run's context (planRun)
 //	validate.go     checks of IDs, names, args; netns.go: netns paths
 //	errors.go       typed errors; outcome.go: Outcome, the class of a DEL
-//	options.go      Option and the With... options; telemetry.go: spans, metrics, log fields
+//	options.go      Option and the With... options; telemetry.go: spans, metrics, log fields, Health
 //	types*.go       the surface shared with cri-o/ocicni, results, per-OS defaults
 //
 // The lock contract (its reasons are in "Locking"): locks are taken in
@@ -164,23 +162,10 @@
 //   - The manager's other locks (setups in flight, the heal schedule, the
 //     admission queues) are leaves.
 //
-// When the lock files cannot be used for a file system reason (a lock
-// dir that cannot be made, a full disk, an I/O error, no flock(2), a
-// symlinked state dir), a teardown, a status and a DEL retry still run,
-// under this process's locks alone; a setup refuses with an error
-// matching [ErrLocksUnavailable], since it could record nothing for its
-// teardown. The node gate is skipped for every operation, so GC never
-// keeps a pod waiting for a file system error. This is logged once each
-// way, and reported by [Manager.Health] and the gauge cni.degraded. On
-// a read-only cache dir the existing lock files still lock (flock needs
-// no write access); what a teardown could not record there is finished
-// in the background (see [RecordError]). A lock held by no live engine
-// (its process gone, and a plugin's child that inherited the file still
-// holding it) is taken over, with a log line, by the next engine that
-// waits for it, once it is older than the longest plugin timeout of the
-// loaded networks (3 min for a network without one). Nothing is written
-// through a symlink below the cache dir: a symlinked ocicni/ is refused
-// with an error matching [cache.ErrSymlinkedState] that names it.
+// Lock files that cannot be used (a sick file system, a symlinked state
+// dir) stop no teardown: it runs under this process's locks, and setups
+// refuse ([ErrLocksUnavailable], [Health]). A lock whose holder's process
+// has ended is taken over once it outlives every plugin timeout.
 //
 // A pod operation therefore waits at most for GC's DELs of its own sandbox,
 // or for the GC verbs, never for a whole GC or another sandbox's plugins.
@@ -482,11 +467,9 @@
 // [Manager.GetPodNetworkStatusWithContext] returns the cached result, after
 // CHECK for networks at CNI 0.4.0 or later (unless disableCheck); without a
 // cached result it reads the interface's addresses from the netns through
-// netlink. A CHECK failure is a [NetworkError] naming the network. A
-// status of an attachment this manager added less than 5 s before, with
-// the same config (CRI-O asks right after the setup), answers from the
-// ADD's result without CHECK; [WithStatusAlwaysChecks] says what CHECK
-// would prove there, and turns that off.
+// netlink. A CHECK failure is a [NetworkError] naming the network. Right
+// after this manager's ADD it answers from the ADD's result instead
+// ([WithStatusAlwaysChecks]).
 //
 // [Manager.StatusWithContext] fails while there is no default network and
 // runs STATUS on it at CNI 1.1.0 or later; a plugin's code, such as
