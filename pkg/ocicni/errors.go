@@ -108,8 +108,7 @@ type RecordError struct {
 }
 
 func (e *RecordError) Error() string {
-	return fmt.Sprintf("ocicni: pod %s: the DELs ran, but their outcome could not be recorded "+
-		"(it is, in the background, once the cache dir can be written): %v", e.ContainerID, e.Err)
+	return fmt.Sprintf("ocicni: pod %s: the DELs ran, but their outcome could not be recorded: %v", e.ContainerID, e.Err)
 }
 
 // Is reports whether target is [ErrStateNotRecorded].
