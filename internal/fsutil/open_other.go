@@ -9,3 +9,6 @@ import "os"
 func openNonBlocking(path string, _ bool) (*os.File, error) {
 	return os.Open(path)
 }
+
+// noFollow is O_NOFOLLOW where there is one.
+const noFollow = 0

@@ -16,3 +16,6 @@ func openNonBlocking(path string, follow bool) (*os.File, error) {
 	}
 	return os.OpenFile(path, flags, 0)
 }
+
+// noFollow is O_NOFOLLOW where there is one.
+const noFollow = syscall.O_NOFOLLOW

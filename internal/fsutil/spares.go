@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ const MaxSpares = 32
 // owners do not queue behind each other's renames. Only the first take,
 // which adopts the spares of earlier processes, renames under it.
 type Spares struct {
+	root     Root       // where the spares are, reached as it says
 	mu       sync.Mutex // guards the fields below
 	prefix   string     // this pool's file names: SparePrefix + a random tag + "-"
 	paths    []string   // spare files, ready to reuse
@@ -44,8 +44,8 @@ type Spares struct {
 func (s *Spares) Owns(name string) bool { return strings.HasPrefix(name, s.prefix) }
 
 // NewSpares returns an empty pool.
-func NewSpares() *Spares {
-	return &Spares{prefix: fmt.Sprintf("%s%016x-", SparePrefix, rand.Uint64())} //nolint:gosec // a tag, not a secret
+func NewSpares(r Root) *Spares {
+	return &Spares{root: r, prefix: fmt.Sprintf("%s%016x-", SparePrefix, rand.Uint64())} //nolint:gosec // a tag, not a secret
 }
 
 // Take returns a spare file to reuse, or "" when there is none. The first
@@ -87,7 +87,7 @@ func (s *Spares) Retire(path string) (bool, error) {
 	spare := s.nameLocked(filepath.Dir(path))
 	s.mu.Unlock()
 
-	err := os.Rename(path, spare)
+	err := s.root.Rename(path, spare)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retiring--
@@ -110,7 +110,7 @@ func (s *Spares) nameLocked(dir string) string {
 // in dir, up to MaxSpares, and removes the others. A rename that loses a
 // race with another pool adopting the same file is skipped.
 func (s *Spares) adoptLocked(dir string) {
-	des, err := os.ReadDir(dir)
+	des, err := s.root.ReadDir(dir)
 	if err != nil {
 		return
 	}
@@ -121,11 +121,11 @@ func (s *Spares) adoptLocked(dir string) {
 		}
 		old := filepath.Join(dir, name)
 		if len(s.paths) >= MaxSpares {
-			_ = os.Remove(old) // an extra spare is only a stray file
+			_ = s.root.Remove(old) // an extra spare is only a stray file
 			continue
 		}
 		spare := s.nameLocked(dir)
-		if os.Rename(old, spare) == nil {
+		if s.root.Rename(old, spare) == nil {
 			s.paths = append(s.paths, spare)
 		}
 	}
@@ -137,7 +137,7 @@ func (s *Spares) Return(spare string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.paths)+s.retiring >= MaxSpares {
-		_ = os.Remove(spare) // an extra spare is only a stray file
+		_ = s.root.Remove(spare) // an extra spare is only a stray file
 		return
 	}
 	s.paths = append(s.paths, spare)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -40,8 +42,8 @@ var ErrNotDurable = errors.New("in place, but the directory sync failed")
 // A failure before the rename removes the temporary file and leaves name
 // as it was. A failure of the final directory sync matches
 // [ErrNotDurable]: name then holds data.
-func WriteDurable(dir, name, tmp string, data []byte) error {
-	_, err := writeDurable(dir, name, tmp, data, "")
+func (r Root) WriteDurable(dir, name, tmp string, data []byte) error {
+	_, err := r.writeDurable(dir, name, tmp, data, "")
 	return err
 }
 
@@ -53,16 +55,16 @@ func WriteDurable(dir, name, tmp string, data []byte) error {
 // before the rename removes the link it made too, and one that matches
 // [ErrNotDurable] leaves it. link's directory must exist; syncing it is
 // the caller's.
-func WriteDurableLinked(dir, name, tmp string, data []byte, link string) (linked bool, err error) {
-	return writeDurable(dir, name, tmp, data, link)
+func (r Root) WriteDurableLinked(dir, name, tmp string, data []byte, link string) (linked bool, err error) {
+	return r.writeDurable(dir, name, tmp, data, link)
 }
 
-func writeDurable(dir, name, tmp string, data []byte, link string) (bool, error) {
-	f, err := createTemp(dir, tmp)
+func (r Root) writeDurable(dir, name, tmp string, data []byte, link string) (bool, error) {
+	f, err := r.createTemp(dir, tmp)
 	if err != nil {
 		return false, err
 	}
-	return writeSyncRename(f, filepath.Join(dir, name), data, link)
+	return r.writeSyncRename(f, filepath.Join(dir, name), data, link)
 }
 
 // TestHookTempHeld, when set, is called with the path of every temporary
@@ -81,25 +83,19 @@ const maxTempAttempts = 8
 // unnamed, locks it and then names it (see createUnnamedTemp), so that a
 // sweep never meets it unlocked. Elsewhere, a file removed between its
 // creation and the lock is created again.
-func createTemp(dir, tmp string) (*os.File, error) {
-	if f, err := createUnnamedTemp(dir, tmp); !errors.Is(err, errNoUnnamed) {
+func (r Root) createTemp(dir, tmp string) (*os.File, error) {
+	if f, err := r.createUnnamedTemp(dir, tmp); !errors.Is(err, errNoUnnamed) {
 		if err == nil && TestHookTempHeld != nil {
 			TestHookTempHeld(f.Name())
 		}
 		return f, err
 	}
 	for range maxTempAttempts {
-		var f *os.File
-		var err error
-		if strings.Contains(tmp, "*") {
-			f, err = os.CreateTemp(dir, tmp) // mode 0600
-		} else {
-			f, err = os.OpenFile(filepath.Join(dir, tmp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		}
+		f, err := r.createNamedTemp(dir, tmp)
 		if err != nil {
 			return nil, err
 		}
-		held, err := holdTemp(f)
+		held, err := r.holdTemp(f)
 		if held {
 			if TestHookTempHeld != nil {
 				TestHookTempHeld(f.Name())
@@ -114,13 +110,39 @@ func createTemp(dir, tmp string) (*os.File, error) {
 	return nil, fmt.Errorf("create a temporary file %s in %s: removed %d times before it was locked", tmp, dir, maxTempAttempts)
 }
 
-func writeSyncRename(tmp *os.File, path string, data []byte, link string) (linked bool, err error) {
+// createNamedTemp creates the temporary file of a durable write with a
+// name (tmp as in [WriteDurable]).
+func (r Root) createNamedTemp(dir, tmp string) (*os.File, error) {
+	if !strings.Contains(tmp, "*") {
+		return r.OpenFile(filepath.Join(dir, tmp), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
+	for range maxNameAttempts {
+		f, err := r.OpenFile(filepath.Join(dir, tempName(tmp)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, &fs.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: fs.ErrExist}
+}
+
+// maxNameAttempts bounds how many names a temporary file of a pattern
+// tries before it gives up: each is random, so one taken is rare.
+const maxNameAttempts = 100
+
+// tempName returns a name for pattern, its last "*" replaced by a
+// random number.
+func tempName(pattern string) string {
+	i := strings.LastIndex(pattern, "*")
+	return pattern[:i] + strconv.FormatUint(uint64(rand.Uint32()), 10) + pattern[i+1:] //nolint:gosec // a name, not a secret
+}
+
+func (r Root) writeSyncRename(tmp *os.File, path string, data []byte, link string) (linked bool, err error) {
 	defer func() {
 		if err != nil {
 			// Undo what the write made; nothing else can have its names.
-			_ = os.Remove(tmp.Name())
+			_ = r.Remove(tmp.Name())
 			if linked {
-				_ = os.Remove(link)
+				_ = r.Remove(link)
 				linked = false
 			}
 		}
@@ -134,7 +156,7 @@ func writeSyncRename(tmp *os.File, path string, data []byte, link string) (linke
 		return false, err
 	}
 	if link != "" {
-		switch err = os.Link(tmp.Name(), link); {
+		switch err = r.Link(tmp.Name(), link); {
 		case err == nil:
 			linked = true
 		case errors.Is(err, fs.ErrExist):
@@ -143,25 +165,60 @@ func writeSyncRename(tmp *os.File, path string, data []byte, link string) (linke
 			return false, err
 		}
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err = r.Rename(tmp.Name(), path); err != nil {
 		return linked, err
 	}
-	if serr := SyncDir(filepath.Dir(path)); serr != nil {
+	if serr := r.SyncDir(filepath.Dir(path)); serr != nil {
 		return linked, fmt.Errorf("%w: %w", ErrNotDurable, serr)
 	}
 	return linked, nil
 }
 
-// MkdirAllDurable is os.MkdirAll(dir, perm) that also syncs the parent of
-// every directory it creates, so that the new directories survive a power
+// MkdirAll is os.MkdirAll for dir: the directories on the way below the
+// root are made as real ones, never through a symlink; the root itself
+// is made as os.MkdirAll makes it.
+func (r Root) MkdirAll(dir string, perm os.FileMode) error { return r.mkdirAll(dir, perm, false) }
+
+// MkdirAllDurable is [Root.MkdirAll] that also syncs the parent of every
+// directory it creates, so that the new directories survive a power
 // loss. It does nothing when dir exists.
-func MkdirAllDurable(dir string, perm os.FileMode) error {
+func (r Root) MkdirAllDurable(dir string, perm os.FileMode) error { return r.mkdirAll(dir, perm, true) }
+
+func (r Root) mkdirAll(dir string, perm os.FileMode, durable bool) error {
+	dir = filepath.Clean(dir)
+	if r.isDir(dir) {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	switch {
+	case parent == dir:
+		return nil // a file system's root
+	case dir == r.dir && durable: // the root, which may be a symlink
+		return mkdirAllDurable(dir, perm)
+	case dir == r.dir:
+		return os.MkdirAll(dir, perm)
+	}
+	if err := r.mkdirAll(parent, perm, durable); err != nil {
+		return err
+	}
+	if err := r.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if !durable {
+		return nil
+	}
+	return r.SyncDir(parent)
+}
+
+// mkdirAllDurable is [Root.MkdirAllDurable] for a path that is followed
+// as the os package follows it: a root's own.
+func mkdirAllDurable(dir string, perm os.FileMode) error {
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 		return nil
 	}
 	parent := filepath.Dir(dir)
 	if parent != dir {
-		if err := MkdirAllDurable(parent, perm); err != nil {
+		if err := mkdirAllDurable(parent, perm); err != nil {
 			return err
 		}
 	}

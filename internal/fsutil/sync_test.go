@@ -15,7 +15,7 @@ import (
 func TestWriteDurableLinked(t *testing.T) {
 	dir := t.TempDir()
 	link := filepath.Join(dir, "link")
-	linked, err := WriteDurableLinked(dir, "name", ".tmp-*", []byte("one"), link)
+	linked, err := NewRoot(dir).WriteDurableLinked(dir, "name", ".tmp-*", []byte("one"), link)
 	require.NoError(t, err)
 	assert.True(t, linked)
 	for _, p := range []string{filepath.Join(dir, "name"), link} {
@@ -29,7 +29,7 @@ func TestWriteDurableLinked(t *testing.T) {
 		assert.Equal(t, uint64(2), n, "name and link are one file")
 	}
 
-	linked, err = WriteDurableLinked(dir, "name", ".tmp-*", []byte("two"), link)
+	linked, err = NewRoot(dir).WriteDurableLinked(dir, "name", ".tmp-*", []byte("two"), link)
 	require.NoError(t, err)
 	assert.False(t, linked, "the link existed")
 	b, err := os.ReadFile(link)
@@ -62,7 +62,7 @@ func TestWriteDurableLinkedFailureLeavesNothing(t *testing.T) {
 			}
 			// A directory where the file goes: the rename fails.
 			require.NoError(t, os.MkdirAll(filepath.Join(dir, "name", "sub"), 0o700))
-			linked, err := WriteDurableLinked(dir, "name", ".tmp-*", []byte("new"), link)
+			linked, err := NewRoot(dir).WriteDurableLinked(dir, "name", ".tmp-*", []byte("new"), link)
 			require.Error(t, err)
 			require.NotErrorIs(t, err, ErrNotDurable)
 			assert.False(t, linked)

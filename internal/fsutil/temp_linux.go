@@ -3,10 +3,8 @@ package fsutil
 import (
 	"errors"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -17,22 +15,18 @@ import (
 // the caller creates a named one instead.
 var errNoUnnamed = errors.New("no unnamed temporary files here")
 
-// maxNameAttempts bounds how many names createUnnamedTemp tries for a
-// pattern before it gives up: each is random, so one taken is rare.
-const maxNameAttempts = 100
-
 // createUnnamedTemp makes the temporary file of a durable write (tmp as
 // in [WriteDurable]) with no name (O_TMPFILE), locks it, and only then
 // links it into dir under its name: the file never has a name unlocked,
 // so [RemoveUnheld] can never remove it before its write holds it. A
 // fixed name that exists is a crash's leftover (the caller serializes
 // writes that share it), and is replaced.
-func createUnnamedTemp(dir, tmp string) (*os.File, error) {
-	fd, err := openUnnamed(dir)
+func (r Root) createUnnamedTemp(dir, tmp string) (*os.File, error) {
+	fd, err := r.openUnnamed(dir)
 	if err != nil {
 		return nil, err
 	}
-	f, err := linkUnnamed(fd, dir, tmp)
+	f, err := r.linkUnnamed(fd, dir, tmp)
 	if err != nil {
 		_ = unix.Close(fd)
 		return nil, err
@@ -41,13 +35,13 @@ func createUnnamedTemp(dir, tmp string) (*os.File, error) {
 }
 
 // openUnnamed makes an unnamed file in dir, and locks it.
-func openUnnamed(dir string) (int, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+func (r Root) openUnnamed(dir string) (int, error) {
+	fd, err := r.openTmpfile(dir)
 	switch {
 	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL):
 		return -1, errNoUnnamed
 	case err != nil:
-		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return -1, err
 	}
 	for {
 		err = unix.Flock(fd, unix.LOCK_EX) // nobody else can reach an unnamed file: it never waits
@@ -64,35 +58,28 @@ func openUnnamed(dir string) (int, error) {
 
 // linkUnnamed names fd, an unnamed file in dir, tmp (a pattern when it
 // holds a "*"), through /proc, and returns it as a file of that name.
-func linkUnnamed(fd int, dir, tmp string) (*os.File, error) {
-	proc := "/proc/self/fd/" + strconv.Itoa(fd)
+func (r Root) linkUnnamed(fd int, dir, tmp string) (*os.File, error) {
 	pattern := strings.Contains(tmp, "*")
 	for range maxNameAttempts {
 		name := tmp
 		if pattern {
-			i := strings.LastIndex(tmp, "*")
-			name = tmp[:i] + strconv.FormatUint(uint64(rand.Uint32()), 10) + tmp[i+1:] //nolint:gosec // a name, not a secret
+			name = tempName(tmp)
 		}
 		path := filepath.Join(dir, name)
-		err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+		err := r.linkFD(fd, path)
 		switch {
 		case err == nil:
 			return os.NewFile(uintptr(fd), path), nil
 		case errors.Is(err, unix.EEXIST) && !pattern:
-			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			if rerr := r.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 				return nil, rerr
 			}
 		case errors.Is(err, unix.EEXIST):
-		case errors.Is(err, unix.ENOENT) && dirExists(dir):
+		case errors.Is(err, unix.ENOENT) && r.isDir(dir):
 			return nil, errNoUnnamed // no /proc to link through
 		default:
-			return nil, &fs.PathError{Op: "link", Path: path, Err: err}
+			return nil, err
 		}
 	}
 	return nil, &fs.PathError{Op: "link", Path: filepath.Join(dir, tmp), Err: fs.ErrExist}
-}
-
-func dirExists(dir string) bool {
-	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir()
 }

@@ -10,4 +10,4 @@ import (
 var errNoUnnamed = errors.New("no unnamed temporary files here")
 
 // createUnnamedTemp: only Linux makes unnamed files (O_TMPFILE).
-func createUnnamedTemp(string, string) (*os.File, error) { return nil, errNoUnnamed }
+func (Root) createUnnamedTemp(string, string) (*os.File, error) { return nil, errNoUnnamed }

@@ -5,8 +5,8 @@ package fsutil
 import "os"
 
 // holdTemp: platforms without flock take no lock.
-func holdTemp(*os.File) (bool, error) { return true, nil }
+func (Root) holdTemp(*os.File) (bool, error) { return true, nil }
 
 // RemoveUnheld: without flock, a write in flight cannot be told from a
 // crash's leftover, so nothing is removed.
-func RemoveUnheld(string) (bool, error) { return false, nil }
+func (Root) RemoveUnheld(string) (bool, error) { return false, nil }

@@ -13,7 +13,7 @@ import (
 // for as long as it is open, and reports whether its path still names it:
 // false when [RemoveUnheld] removed it before the lock was taken, and the
 // caller creates another.
-func holdTemp(f *os.File) (bool, error) {
+func (r Root) holdTemp(f *os.File) (bool, error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		if err == nil {
@@ -23,7 +23,7 @@ func holdTemp(f *os.File) (bool, error) {
 			return false, &fs.PathError{Op: "flock", Path: f.Name(), Err: err}
 		}
 	}
-	return sameFile(f, f.Name())
+	return r.SameFile(f, f.Name())
 }
 
 // RemoveUnheld removes path, a temporary file of a durable write (see
@@ -32,8 +32,8 @@ func holdTemp(f *os.File) (bool, error) {
 // has renamed or removed it, in this process or in another. It reports
 // whether it removed the file. A path that is gone, is not a regular
 // file, or is held is left, and reports false with no error.
-func RemoveUnheld(path string) (bool, error) {
-	f, err := openNonBlocking(path, false)
+func (r Root) RemoveUnheld(path string) (bool, error) {
+	f, err := r.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		return false, nil
 	}
@@ -53,27 +53,11 @@ func RemoveUnheld(path string) (bool, error) {
 	// The lock is on the file opened; the path may name another by now
 	// (a write that renamed this one away, and another that created the
 	// name again).
-	if same, err := sameFile(f, path); !same || err != nil {
+	if same, err := r.SameFile(f, path); !same || err != nil {
 		return false, err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := r.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
 	return true, nil
-}
-
-// sameFile reports whether path names the file f has open.
-func sameFile(f *os.File, path string) (bool, error) {
-	held, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	named, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(held, named), nil
 }

@@ -24,13 +24,13 @@ func TestRemoveUnheld(t *testing.T) {
 	t.Run("left by a crash", func(t *testing.T) {
 		p := filepath.Join(dir, ".tmp-crashed")
 		require.NoError(t, os.WriteFile(p, []byte("half"), 0o600))
-		ok, err := RemoveUnheld(p)
+		ok, err := NewRoot(dir).RemoveUnheld(p)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.NoFileExists(t, p)
 	})
 	t.Run("gone", func(t *testing.T) {
-		ok, err := RemoveUnheld(filepath.Join(dir, ".tmp-never"))
+		ok, err := NewRoot(dir).RemoveUnheld(filepath.Join(dir, ".tmp-never"))
 		require.NoError(t, err)
 		assert.False(t, ok)
 	})
@@ -39,7 +39,7 @@ func TestRemoveUnheld(t *testing.T) {
 		require.NoError(t, os.WriteFile(target, nil, 0o600))
 		p := filepath.Join(dir, ".tmp-link")
 		require.NoError(t, os.Symlink(target, p))
-		ok, err := RemoveUnheld(p)
+		ok, err := NewRoot(dir).RemoveUnheld(p)
 		require.NoError(t, err)
 		assert.False(t, ok)
 		_, err = os.Lstat(p)
@@ -49,7 +49,7 @@ func TestRemoveUnheld(t *testing.T) {
 	t.Run("fifo", func(t *testing.T) {
 		p := filepath.Join(dir, ".tmp-fifo")
 		require.NoError(t, syscall.Mkfifo(p, 0o600))
-		ok, err := RemoveUnheld(p)
+		ok, err := NewRoot(dir).RemoveUnheld(p)
 		require.NoError(t, err)
 		assert.False(t, ok)
 		_, err = os.Lstat(p)
@@ -64,9 +64,9 @@ func TestRemoveUnheld(t *testing.T) {
 		}
 		t.Cleanup(func() { TestHookTempHeld = nil })
 		done := make(chan error, 1)
-		go func() { done <- WriteDurable(dir, "name", ".tmp-*", []byte("data")) }()
+		go func() { done <- NewRoot(dir).WriteDurable(dir, "name", ".tmp-*", []byte("data")) }()
 		p := <-held
-		ok, err := RemoveUnheld(p)
+		ok, err := NewRoot(dir).RemoveUnheld(p)
 		require.NoError(t, err)
 		assert.False(t, ok, "a write in flight holds it")
 		assert.FileExists(t, p)
@@ -102,7 +102,7 @@ func TestWritesRacingRemoveUnheld(t *testing.T) {
 				if !strings.HasPrefix(de.Name(), ".tmp-") {
 					continue
 				}
-				ok, err := RemoveUnheld(filepath.Join(dir, de.Name()))
+				ok, err := NewRoot(dir).RemoveUnheld(filepath.Join(dir, de.Name()))
 				if err != nil {
 					sweeper <- err
 					return
@@ -127,7 +127,7 @@ func TestWritesRacingRemoveUnheld(t *testing.T) {
 			for i := range writes {
 				name := fmt.Sprintf("file-%d", w)
 				want := fmt.Sprintf("%d/%d", w, i)
-				if err := WriteDurable(dir, name, tmp, []byte(want)); err != nil {
+				if err := NewRoot(dir).WriteDurable(dir, name, tmp, []byte(want)); err != nil {
 					errs <- err
 					continue
 				}

@@ -136,11 +136,15 @@ func unusedConfigs(before, after []cache.Attachment) []string {
 // asideDir returns the directory that a commit of sandbox id moves its
 // dropped entries to.
 // checkOwnDirs refuses a symlink on the way to the directories that the
-// ledger writes in itself (see [fsutil.RealDirs]): the aside dirs, and
+// ledger writes in itself (see [fsutil.Root.Check]): the aside dirs, and
 // the results it moves there; the cache checks its own.
 func (l *Ledger) checkOwnDirs() error {
-	return fsutil.RealDirs(l.c.Dir(), filepath.Join("ocicni", "aside"), "results")
+	return l.root().Check(filepath.Join(l.c.Dir(), "ocicni", "aside"), l.c.ResultsDir())
 }
+
+// root is the cache dir as the ledger reaches it to write or remove:
+// never through a symlink below it (see [fsutil.Root]).
+func (l *Ledger) root() fsutil.Root { return fsutil.NewRoot(l.c.Dir()) }
 
 func (l *Ledger) asideDir(id string) string {
 	return filepath.Join(l.c.Dir(), "ocicni", "aside", id)
@@ -149,6 +153,7 @@ func (l *Ledger) asideDir(id string) string {
 // moved is a commit's set of entries moved aside: their paths in the
 // results directory, and the aside directory that holds them.
 type moved struct {
+	root  fsutil.Root
 	dir   string
 	paths []string
 }
@@ -167,7 +172,7 @@ func (l *Ledger) setAside(id string, ch Change) (*moved, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := os.Lstat(p); err == nil {
+		if _, err := l.root().Lstat(p); err == nil {
 			paths = append(paths, p)
 		}
 	}
@@ -181,29 +186,29 @@ func (l *Ledger) setAside(id string, ch Change) (*moved, error) {
 	if err := l.recoverCommit(id); err != nil { // one that LockSandbox could not
 		return nil, err
 	}
-	m := &moved{dir: l.asideDir(id)}
+	m := &moved{root: l.root(), dir: l.asideDir(id)}
 	if err := m.begin(next); err != nil {
 		// No room for the aside directory (a full disk): removing the
 		// entries in place frees some, and leaks nothing (a record that
 		// still names them costs a repeated DEL).
 		_ = m.remove()
-		return &moved{}, removeInPlace(id, paths)
+		return &moved{}, removeInPlace(l.root(), id, paths)
 	}
 	for _, p := range paths {
-		err := os.Rename(p, filepath.Join(m.dir, filepath.Base(p)))
+		err := m.root.Rename(p, filepath.Join(m.dir, filepath.Base(p)))
 		switch {
 		case err == nil:
 			m.paths = append(m.paths, p)
 		case errors.Is(err, fs.ErrNotExist):
 		case errors.Is(err, syscall.EXDEV): // the results directory is another file system
-			if err := removeInPlace(id, []string{p}); err != nil {
+			if err := removeInPlace(l.root(), id, []string{p}); err != nil {
 				return nil, errors.Join(err, m.putBack())
 			}
 		default:
 			return nil, errors.Join(fmt.Errorf("ledger: commit %s: setting an entry aside: %w", id, err), m.putBack())
 		}
 	}
-	if err := syncDirs(m.dir, filepath.Dir(paths[0])); err != nil {
+	if err := syncDirs(l.root(), m.dir, filepath.Dir(paths[0])); err != nil {
 		return nil, errors.Join(fmt.Errorf("ledger: commit %s: %w", id, err), m.putBack())
 	}
 	return m, nil
@@ -211,17 +216,22 @@ func (l *Ledger) setAside(id string, ch Change) (*moved, error) {
 
 // begin makes the aside directory, with next as its marker.
 func (m *moved) begin(next []cache.Attachment) error {
-	if err := os.MkdirAll(filepath.Dir(m.dir), 0o700); err != nil {
+	if err := m.root.MkdirAll(filepath.Dir(m.dir), 0o700); err != nil {
 		return err
 	}
-	if err := os.Mkdir(m.dir, 0o700); err != nil {
+	if err := m.root.Mkdir(m.dir, 0o700); err != nil {
 		return err
 	}
 	b, err := json.Marshal(orNone(next))
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(m.dir, asideMarker), b, 0o600)
+	f, err := m.root.OpenFile(filepath.Join(m.dir, asideMarker), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
 }
 
 // entryPath returns the path of the cache file that e names, which must
@@ -245,7 +255,7 @@ func (l *Ledger) entryPath(id string, e Entry) (string, error) {
 func (m *moved) putBack() error {
 	var errs []error
 	for _, p := range m.paths {
-		if err := os.Rename(filepath.Join(m.dir, filepath.Base(p)), p); err != nil {
+		if err := m.root.Rename(filepath.Join(m.dir, filepath.Base(p)), p); err != nil {
 			errs = append(errs, fmt.Errorf("ledger: putting an entry back: %w", err))
 		}
 	}
@@ -260,7 +270,7 @@ func (m *moved) remove() error {
 	if m.dir == "" {
 		return nil
 	}
-	if err := os.RemoveAll(m.dir); err != nil {
+	if err := m.root.RemoveAll(m.dir); err != nil {
 		return fmt.Errorf("ledger: removing entries set aside: %w", err)
 	}
 	return nil
@@ -273,14 +283,14 @@ func (m *moved) remove() error {
 // caller holds the sandbox's lock.
 func (l *Ledger) recoverCommit(id string) error {
 	dir := l.asideDir(id)
-	des, err := os.ReadDir(dir)
+	des, err := l.root().ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: recovering a commit of %s: %w", id, err)
 	}
-	m := &moved{dir: dir}
+	m := &moved{root: l.root(), dir: dir}
 	for _, de := range des {
 		if de.Name() != asideMarker {
 			m.paths = append(m.paths, filepath.Join(l.c.ResultsDir(), de.Name()))
@@ -290,8 +300,8 @@ func (l *Ledger) recoverCommit(id string) error {
 		return m.remove()
 	}
 	for _, p := range m.paths {
-		if _, err := os.Lstat(p); err == nil { // written again since: the newer one stays
-			_ = os.Remove(filepath.Join(dir, filepath.Base(p)))
+		if _, err := m.root.Lstat(p); err == nil { // written again since: the newer one stays
+			_ = m.root.Remove(filepath.Join(dir, filepath.Base(p)))
 		}
 	}
 	return m.putBack()
@@ -333,7 +343,7 @@ func (l *Ledger) recoverCommits() error {
 	if err := l.checkOwnDirs(); err != nil {
 		return err
 	}
-	des, err := os.ReadDir(filepath.Join(l.c.Dir(), "ocicni", "aside"))
+	des, err := l.root().ReadDir(filepath.Join(l.c.Dir(), "ocicni", "aside"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -361,19 +371,19 @@ func orNone(record []cache.Attachment) []cache.Attachment {
 }
 
 // removeInPlace removes the entries at paths; absent ones are no error.
-func removeInPlace(id string, paths []string) error {
+func removeInPlace(r fsutil.Root, id string, paths []string) error {
 	for _, p := range paths {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := r.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("ledger: commit %s: %w", id, err)
 		}
 	}
 	return nil
 }
 
-// syncDirs syncs each of dirs (see [fsutil.SyncDir]).
-func syncDirs(dirs ...string) error {
+// syncDirs syncs each of dirs (see [fsutil.Root.SyncDir]).
+func syncDirs(r fsutil.Root, dirs ...string) error {
 	for _, d := range dirs {
-		if err := fsutil.SyncDir(d); err != nil {
+		if err := r.SyncDir(d); err != nil {
 			return err
 		}
 	}

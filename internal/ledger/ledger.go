@@ -22,10 +22,7 @@ type Ledger struct {
 // /var/lib/cni). Nothing is read or made until it is used.
 func New(dir string) *Ledger {
 	c := cache.New(dir)
-	lockDir := filepath.Join("ocicni", "locks")
-	return &Ledger{c: c, locks: locks.NewFiles(filepath.Join(c.Dir(), lockDir), func() error {
-		return fsutil.RealDirs(c.Dir(), lockDir) // never a lock file through a symlinked state dir
-	})}
+	return &Ledger{c: c, locks: locks.NewFiles(filepath.Join(c.Dir(), "ocicni", "locks"), fsutil.NewRoot(c.Dir()))}
 }
 
 // Dir returns the cache dir, which libcni reads and writes too.

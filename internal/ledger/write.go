@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/pkg/cache"
 )
 
@@ -35,17 +34,14 @@ func (l *Ledger) retriesMark() string { return filepath.Join(l.c.Dir(), "ocicni"
 // DEL retry pending (see [Ledger.RetriesMarked]), so that one that lives
 // longer than the process that wrote it adopts the retry.
 func (l *Ledger) MarkRetries() error {
-	if err := fsutil.RealDirs(l.c.Dir(), filepath.Join("ocicni", "locks")); err != nil {
-		return fmt.Errorf("ledger: marking a pending DEL retry: %w", err)
-	}
-	p := l.retriesMark()
+	r, p := l.root(), l.retriesMark()
 	now := time.Now()
-	err := os.Chtimes(p, now, now)
+	err := r.Chtimes(p, now, now)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
+		if err = r.MkdirAll(filepath.Dir(p), 0o700); err == nil {
 			var f *os.File
-			if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
-				err = errors.Join(f.Close(), os.Chtimes(p, now, now))
+			if f, err = r.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+				err = errors.Join(f.Close(), r.Chtimes(p, now, now))
 			}
 		}
 	}
@@ -58,7 +54,7 @@ func (l *Ledger) MarkRetries() error {
 // RetriesMarked returns when a record last came to leave a DEL retry
 // pending (see [Ledger.MarkRetries]); the zero time when none did.
 func (l *Ledger) RetriesMarked() time.Time {
-	fi, err := os.Stat(l.retriesMark())
+	fi, err := l.root().Lstat(l.retriesMark())
 	if err != nil {
 		return time.Time{}
 	}

@@ -18,7 +18,7 @@ func BenchmarkLockFiles(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	b.Run("node-gate-shared", func(b *testing.B) {
-		fl := NewFiles(dir, nil)
+		fl := NewFiles(dir, fsutil.Root{})
 		for b.Loop() {
 			l, err := fl.RLockNode(ctx)
 			if err != nil {
@@ -29,10 +29,10 @@ func BenchmarkLockFiles(b *testing.B) {
 	})
 	for _, reuse := range []bool{false, true} {
 		b.Run(fmt.Sprintf("new-key-then-removed/spares=%v", reuse), func(b *testing.B) {
-			fl := NewFiles(b.TempDir(), nil)
+			fl := NewFiles(b.TempDir(), fsutil.Root{})
 			fl.spares = nil
 			if reuse && reuseFiles {
-				fl.spares = fsutil.NewSpares()
+				fl.spares = fsutil.NewSpares(fsutil.Root{})
 			}
 			for i := 0; b.Loop(); i++ {
 				l, err := fl.Lock(ctx, fmt.Sprintf("sandbox-%d", i))
@@ -44,7 +44,7 @@ func BenchmarkLockFiles(b *testing.B) {
 		})
 	}
 	b.Run("existing-key-stamped", func(b *testing.B) {
-		fl := NewFiles(dir, nil)
+		fl := NewFiles(dir, fsutil.Root{})
 		for b.Loop() {
 			l, err := fl.Lock(ctx, "sandbox")
 			if err != nil {

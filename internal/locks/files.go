@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -62,26 +63,27 @@ const (
 // of one process alike (see the package doc, "File locks"). The zero
 // value is not usable: see [NewFiles].
 type Files struct {
+	root     fsutil.Root // dir is reached below it, never through a symlink
 	dir      string
 	owner    string
-	check    func() error // nil: none
-	takeover *Takeover    // nil: none (see SetTakeover)
+	takeover *Takeover // nil: none (see SetTakeover)
 	// spares are key files retired when their key guarded nothing any
 	// more, for the next new key to reuse (see openKey); nil: none.
 	spares *fsutil.Spares
 }
 
-// NewFiles returns the lock files under dir, made on first use. Its
-// releases are stamped with a new owner, which names this process and is
-// live until [Files.Retire]. check, when not nil, runs before every lock
-// file is opened: an error it returns (such as a symlink where dir must
-// be a real directory) fails the lock with an [*UnavailableError].
-func NewFiles(dir string, check func() error) *Files {
+// NewFiles returns the lock files under dir, made on first use, reached
+// below root and never through a symlink there (see [fsutil.Root]): a
+// symlink on the way fails a lock with an [*UnavailableError] matching
+// [fsutil.ErrSymlinked]. The zero Root confines nothing. Its releases are
+// stamped with a new owner, which names this process and is live until
+// [Files.Retire].
+func NewFiles(dir string, root fsutil.Root) *Files {
 	var tag [6]byte
 	_, _ = rand.Read(tag[:]) // never fails (crypto/rand's doc)
-	fl := &Files{dir: dir, owner: fmt.Sprintf("%d-%x", os.Getpid(), tag), check: check}
+	fl := &Files{root: root, dir: dir, owner: fmt.Sprintf("%d-%x", os.Getpid(), tag)}
 	if reuseFiles {
-		fl.spares = fsutil.NewSpares()
+		fl.spares = fsutil.NewSpares(root)
 	}
 	liveOwners.Store(fl.owner, struct{}{})
 	return fl
@@ -117,9 +119,6 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 	if key == "" || strings.HasPrefix(key, ".") || strings.ContainsRune(key, os.PathSeparator) {
 		return nil, fmt.Errorf("locks: bad key %q", key)
 	}
-	if err := fl.verify(); err != nil {
-		return nil, err
-	}
 	path := filepath.Join(fl.dir, key)
 	for {
 		f, reused, err := fl.openKey(path)
@@ -133,7 +132,7 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 			}
 			return nil, err
 		}
-		if same, err := stillAt(f, path); err != nil || same {
+		if same, err := fl.root.SameFile(f, path); err != nil || same {
 			if err != nil {
 				_ = f.Close()
 				return nil, unavailable(path, err)
@@ -158,9 +157,6 @@ func (fl *Files) lockKey(ctx context.Context, key string, wait bool) (*FileLock,
 // [Files.LockNode]), and returns ctx's error, holding nothing, when ctx
 // ends first.
 func (fl *Files) RLockNode(ctx context.Context) (*FileLock, error) {
-	if err := fl.verify(); err != nil {
-		return nil, err
-	}
 	turn, err := fl.open(filepath.Join(fl.dir, turnFile))
 	if err != nil {
 		return nil, err
@@ -180,9 +176,6 @@ func (fl *Files) RLockNode(ctx context.Context) (*FileLock, error) {
 // pauses between tries, so that the readers held back get in (see
 // [NodePause]).
 func (fl *Files) LockNode(ctx context.Context, hold time.Duration) (*FileLock, error) {
-	if err := fl.verify(); err != nil {
-		return nil, err
-	}
 	if l, err := fl.lockNode(ctx, lockExclusive, false); err == nil || !errors.Is(err, ErrBusy) {
 		return l, err
 	}
@@ -244,15 +237,15 @@ func (fl *Files) openKey(path string) (*os.File, bool, error) {
 		f, err := fl.open(path)
 		return f, false, err
 	}
-	f, err := openExistingLockFile(path)
+	f, err := fl.openExistingLockFile(path)
 	if err == nil {
 		return f, false, nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if spare := fl.spares.Take(fl.dir); spare != "" {
-			if renameNoReplace(spare, path) != nil {
+			if fl.root.RenameNoReplace(spare, path) != nil {
 				fl.spares.Return(spare) // made meanwhile, or the rename is not supported here
-			} else if f, err := openExistingLockFile(path); err == nil {
+			} else if f, err := fl.openExistingLockFile(path); err == nil {
 				return f, true, nil
 			}
 		}
@@ -261,16 +254,20 @@ func (fl *Files) openKey(path string) (*os.File, bool, error) {
 	return f, false, err
 }
 
-// verify runs the check NewFiles was given, once for each lock taken
-// (its files are opened after it).
-func (fl *Files) verify() error {
-	if fl.check == nil {
-		return nil
-	}
-	if err := fl.check(); err != nil {
-		return unavailable(fl.dir, err)
-	}
-	return nil
+// reuseFiles says whether a key's lock file is taken from the spares
+// (see [Files.openKey]): renameat2(2) can put a spare in place without
+// replacing a file made meanwhile. Elsewhere lock files are created and
+// removed.
+const reuseFiles = runtime.GOOS == "linux"
+
+// openLockFile opens (and makes) a lock file.
+func (fl *Files) openLockFile(path string) (*os.File, error) {
+	return fl.root.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+}
+
+// openExistingLockFile opens an existing lock file for writing.
+func (fl *Files) openExistingLockFile(path string) (*os.File, error) {
+	return fl.root.OpenFile(path, os.O_RDWR, 0)
 }
 
 // open opens path for locking, making the directory first when it is
@@ -280,15 +277,15 @@ func (fl *Files) verify() error {
 // still holds; only its stamp is not written. Every failure is an
 // [*UnavailableError].
 func (fl *Files) open(path string) (*os.File, error) {
-	f, err := openLockFile(path)
+	f, err := fl.openLockFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(fl.dir, 0o700); err != nil {
+		if err := fl.root.MkdirAll(fl.dir, 0o700); err != nil {
 			return nil, unavailable(fl.dir, err)
 		}
-		f, err = openLockFile(path)
+		f, err = fl.openLockFile(path)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		if rf, rerr := openLockFileReadOnly(path); rerr == nil {
+		if rf, rerr := fl.root.OpenFile(path, os.O_RDONLY, 0); rerr == nil {
 			return rf, nil
 		}
 	}
@@ -346,7 +343,7 @@ func (l *FileLock) Unlock(remove bool) {
 		// Kept for a new key to reuse, or removed; a file left guards
 		// nothing, and the next holder removes it.
 		if kept, err := l.fl.spares.Retire(l.path); !kept && err == nil {
-			_ = os.Remove(l.path)
+			_ = l.fl.root.Remove(l.path)
 		}
 	} else if filepath.Base(l.path) != nodeFile {
 		writeStamp(l.f, l.fl.owner, time.Now())
@@ -365,7 +362,7 @@ func (l *FileLock) Inheritable() *os.File { return l.f }
 // Keys lists the keys that have a lock file: held now, or released and
 // stamped.
 func (fl *Files) Keys() ([]string, error) {
-	ents, err := os.ReadDir(fl.dir)
+	ents, err := fl.root.ReadDir(fl.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -386,7 +383,7 @@ func (fl *Files) Keys() ([]string, error) {
 // Stamp when it has none (its first holder holds it now). A file that
 // goes while Recent reads the directory is left out.
 func (fl *Files) Recent(since time.Time) (map[string]Stamp, error) {
-	ents, err := os.ReadDir(fl.dir)
+	ents, err := fl.root.ReadDir(fl.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -402,7 +399,7 @@ func (fl *Files) Recent(since time.Time) (map[string]Stamp, error) {
 		if err != nil || info.ModTime().Before(since) {
 			continue // gone, or not changed since
 		}
-		f, err := os.Open(filepath.Join(fl.dir, e.Name()))
+		f, err := fl.root.OpenFile(filepath.Join(fl.dir, e.Name()), os.O_RDONLY, 0)
 		if err != nil {
 			continue
 		}
@@ -410,20 +407,4 @@ func (fl *Files) Recent(since time.Time) (map[string]Stamp, error) {
 		_ = f.Close()
 	}
 	return out, nil
-}
-
-// stillAt reports whether path still names the file f has open.
-func stillAt(f *os.File, path string) (bool, error) {
-	held, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	now, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(held, now), nil
 }

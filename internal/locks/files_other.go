@@ -9,14 +9,6 @@ const (
 	lockExclusive
 )
 
-func openLockFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-}
-
-func openExistingLockFile(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }
-
-func openLockFileReadOnly(path string) (*os.File, error) { return os.Open(path) }
-
 // tryFlock always succeeds: without flock(2), the lock files hold only
 // within the process, through the keyed locks in front of them.
 func tryFlock(*os.File, int) (bool, error) { return true, nil }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 	"github.com/seed-671fdd43/ocicni/internal/testenv"
 )
 
@@ -45,10 +46,10 @@ func TestFilesKeyExcludes(t *testing.T) {
 		second *Files
 	}{
 		{"same Files", nil},
-		{"another Files on the dir", NewFiles(dir, nil)},
+		{"another Files on the dir", NewFiles(dir, fsutil.Root{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first := NewFiles(dir, nil)
+			first := NewFiles(dir, fsutil.Root{})
 			second := tc.second
 			if second == nil {
 				second = first
@@ -76,7 +77,7 @@ func TestFilesKeyExcludes(t *testing.T) {
 // leave take turns: the count of holders inside never exceeds one.
 func TestFilesRemovedFileIsNotHeld(t *testing.T) {
 	t.Parallel()
-	fl := NewFiles(t.TempDir(), nil)
+	fl := NewFiles(t.TempDir(), fsutil.Root{})
 	var inside, most atomic.Int32
 	done := make(chan error, 8)
 	for range 8 {
@@ -110,7 +111,7 @@ func TestFilesRemovedFileIsNotHeld(t *testing.T) {
 func TestFilesAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	fl := NewFiles(dir, nil)
+	fl := NewFiles(dir, fsutil.Root{})
 	child := startHolder(t, dir, "sb", "stamp")
 	require.Equal(t, "stamped", child.next(t))
 	l, err := fl.TryLock("sb")
@@ -142,9 +143,9 @@ func TestFilesAcrossProcesses(t *testing.T) {
 // test's child exits.
 func TestFilesInheritedByAChild(t *testing.T) {
 	dir := t.TempDir()
-	fl := NewFiles(dir, nil)
+	fl := NewFiles(dir, fsutil.Root{})
 	inherit := func() (*FileLock, *exec.Cmd) {
-		l, err := NewFiles(dir, nil).Lock(context.Background(), "sb")
+		l, err := NewFiles(dir, fsutil.Root{}).Lock(context.Background(), "sb")
 		require.NoError(t, err)
 		cmd := exec.Command("sleep", "60")
 		cmd.ExtraFiles = []*os.File{l.Inheritable()}
@@ -180,7 +181,7 @@ func TestFilesInheritedByAChild(t *testing.T) {
 // writer's turnstile.
 func TestFilesNodeGate(t *testing.T) {
 	bg := context.Background()
-	fl := NewFiles(t.TempDir(), nil)
+	fl := NewFiles(t.TempDir(), fsutil.Root{})
 	r1, err := fl.RLockNode(bg)
 	require.NoError(t, err)
 	r2, err := fl.RLockNode(bg)
@@ -213,7 +214,7 @@ func TestFilesNodeGate(t *testing.T) {
 // are refused.
 func TestFilesWaitEndsAndBadKeys(t *testing.T) {
 	t.Parallel()
-	fl := NewFiles(t.TempDir(), nil)
+	fl := NewFiles(t.TempDir(), fsutil.Root{})
 	l, err := fl.Lock(context.Background(), "sb")
 	require.NoError(t, err)
 	_, err = fl.Lock(ctxEnded(t), "sb")
@@ -233,7 +234,7 @@ func TestFilesWaitEndsAndBadKeys(t *testing.T) {
 func TestFilesRecent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	a, b := NewFiles(dir, nil), NewFiles(dir, nil)
+	a, b := NewFiles(dir, fsutil.Root{}), NewFiles(dir, fsutil.Root{})
 	old, err := a.Lock(context.Background(), "old")
 	require.NoError(t, err)
 	old.Unlock(false)
@@ -261,7 +262,7 @@ func TestFilesRecent(t *testing.T) {
 	assert.False(t, got["new"].Live(), "a retired owner is not")
 	assert.False(t, Stamp{}.Live(), "nor is nobody")
 
-	none, err := NewFiles(filepath.Join(dir, "missing"), nil).Recent(since)
+	none, err := NewFiles(filepath.Join(dir, "missing"), fsutil.Root{}).Recent(since)
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }
@@ -336,7 +337,7 @@ func TestFilesHolderProcess(t *testing.T) {
 	f := strings.Fields(job)
 	require.Len(t, f, 3, "job %q", job)
 	dir, key, what := f[0], f[1], f[2]
-	l, err := NewFiles(dir, nil).Lock(context.Background(), key)
+	l, err := NewFiles(dir, fsutil.Root{}).Lock(context.Background(), key)
 	require.NoError(t, err)
 	if what == "stamp" {
 		l.Unlock(false)
@@ -356,7 +357,7 @@ func TestKeyFilesReused(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	fl := NewFiles(dir, nil)
+	fl := NewFiles(dir, fsutil.Root{})
 	a, err := fl.Lock(context.Background(), "a")
 	require.NoError(t, err)
 	a.Unlock(false) // stamped

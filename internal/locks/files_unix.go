@@ -13,23 +13,6 @@ const (
 	lockExclusive = syscall.LOCK_EX
 )
 
-// openLockFile opens (and makes) a lock file, never through a symlink.
-func openLockFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-}
-
-// openExistingLockFile opens an existing lock file for writing, never
-// through a symlink.
-func openExistingLockFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-}
-
-// openLockFileReadOnly opens an existing lock file read-only, never
-// through a symlink: enough to flock it.
-func openLockFileReadOnly(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-}
-
 // tryFlock takes f's flock(2) lock without waiting; false when another
 // open file description holds it. flock locks belong to the open file,
 // so two holders in one process exclude each other as two processes do,

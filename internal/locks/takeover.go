@@ -122,9 +122,6 @@ func holderGone(s Stamp) bool {
 // one, unless another waiter did so first or its holder changed: under
 // the takeover file's lock, so that two waiters never both replace it.
 func (fl *Files) replace(ctx context.Context, f *os.File, key, path string, gone Stamp) error {
-	if err := fl.verify(); err != nil {
-		return err
-	}
 	g, err := fl.open(filepath.Join(fl.dir, takeoverFile))
 	if err != nil {
 		return err
@@ -133,7 +130,7 @@ func (fl *Files) replace(ctx context.Context, f *os.File, key, path string, gone
 	if err := flockWait(ctx, g, lockExclusive, true); err != nil {
 		return err
 	}
-	same, err := stillAt(f, path)
+	same, err := fl.root.SameFile(f, path)
 	switch {
 	case err != nil:
 		return unavailable(path, err)
@@ -143,13 +140,13 @@ func (fl *Files) replace(ctx context.Context, f *os.File, key, path string, gone
 		return nil // taken and released meanwhile: try the file again
 	}
 	tmp := filepath.Join(fl.dir, ".new-"+key)
-	nf, err := openLockFile(tmp)
+	nf, err := fl.openLockFile(tmp)
 	if err != nil {
 		return unavailable(tmp, err)
 	}
 	_ = nf.Close()
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
+	if err := fl.root.Rename(tmp, path); err != nil {
+		_ = fl.root.Remove(tmp)
 		return unavailable(path, fmt.Errorf("replacing a lock file held by no live holder: %w", err))
 	}
 	if fl.takeover.Log != nil {

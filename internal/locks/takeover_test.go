@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // A key's lock that its holder left to an heir (a plugin's daemon that
@@ -34,7 +36,7 @@ func TestTakeoverOfAnAbandonedLock(t *testing.T) {
 			dir := t.TempDir()
 			var takeovers atomic.Int32
 			newFiles := func() *Files {
-				fl := NewFiles(dir, nil)
+				fl := NewFiles(dir, fsutil.Root{})
 				fl.SetTakeover(Takeover{
 					After: func() time.Duration { return after },
 					Log:   func(string, Stamp) { takeovers.Add(1) },

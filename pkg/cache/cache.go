@@ -81,8 +81,12 @@ func New(dir string) *Cache {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	return &Cache{dir: filepath.Clean(dir), spares: fsutil.NewSpares(), warm: newWarmConfigs()}
+	return &Cache{dir: filepath.Clean(dir), spares: fsutil.NewSpares(fsutil.NewRoot(dir)), warm: newWarmConfigs()}
 }
+
+// root is the cache dir as the methods that write or remove reach it:
+// never through a symlink below it (see [Cache.CheckState]).
+func (c *Cache) root() fsutil.Root { return fsutil.NewRoot(c.Dir()) }
 
 // Dir returns the cache directory. The zero Cache uses [libcni.CacheDir].
 func (c *Cache) Dir() string {
@@ -111,8 +115,15 @@ var (
 func (c *Cache) CheckState() error { return c.checkState(stateDirs...) }
 
 // checkState is [Cache.CheckState] for the directories a method uses
-// alone, so that each pays only for the lstat(2)s of its own paths.
-func (c *Cache) checkState(rels ...string) error { return fsutil.RealDirs(c.Dir(), rels...) }
+// alone, so that a method that makes several changes refuses before the
+// first.
+func (c *Cache) checkState(rels ...string) error {
+	dirs := make([]string, len(rels))
+	for i, rel := range rels {
+		dirs[i] = filepath.Join(c.Dir(), rel)
+	}
+	return c.root().Check(dirs...)
+}
 
 // ResultsDir returns the directory holding libcni's result files,
 // <dir>/results.
@@ -203,7 +214,7 @@ func (c *Cache) Remove(network, id, ifname string) error {
 		return err
 	}
 	path := filepath.Join(c.ResultsDir(), name)
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := c.root().Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: path, Network: network, ContainerID: id, IfName: ifname, Err: err}
 	}
 	return nil
@@ -222,7 +233,7 @@ func (c *Cache) RemoveFile(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := c.root().Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: abs, Err: err}
 	}
 	return nil
@@ -238,7 +249,7 @@ func (c *Cache) Exists(path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = os.Lstat(abs)
+	_, err = c.root().Lstat(abs)
 	switch {
 	case err == nil:
 		return true, nil

@@ -97,7 +97,7 @@ func (c *Cache) SaveConfigUndoable(id string, b []byte) (ConfigSave, error) {
 	c.warm.touch(digest)
 	// Linking first costs one system call when the copy exists, as it
 	// does for every pod but the first of a config.
-	err = os.Link(path, link)
+	err = c.root().Link(path, link)
 	switch {
 	case err == nil:
 		s.newLink = true
@@ -109,7 +109,7 @@ func (c *Cache) SaveConfigUndoable(id string, b []byte) (ConfigSave, error) {
 	}
 	// The link's directory may be what was missing: a copy kept without
 	// links is then replaced, and is not this call's.
-	_, serr := os.Lstat(path)
+	_, serr := c.root().Lstat(path)
 	s.newCopy = errors.Is(serr, fs.ErrNotExist)
 	s.newLink, err = c.writeConfigLinked(path, link, b)
 	if err != nil {
@@ -131,11 +131,11 @@ func (c *Cache) SaveConfigUndoable(id string, b []byte) (ConfigSave, error) {
 // to remove in between.
 func (c *Cache) writeConfigLinked(path, link string, b []byte) (bool, error) {
 	for _, dir := range []string{filepath.Dir(path), filepath.Dir(link)} {
-		if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
+		if err := c.root().MkdirAllDurable(dir, 0o700); err != nil {
 			return false, err
 		}
 	}
-	return fsutil.WriteDurableLinked(filepath.Dir(path), filepath.Base(path), tmpPrefix+"config-*", b, link)
+	return c.root().WriteDurableLinked(filepath.Dir(path), filepath.Base(path), tmpPrefix+"config-*", b, link)
 }
 
 // ReadConfig returns the config of digest saved for the record of
@@ -190,7 +190,7 @@ func (c *Cache) ReleaseConfigs(id string, digests ...string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := c.root().Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
@@ -327,7 +327,7 @@ func (c *Cache) RemoveSavedConfig(sc SavedConfig) error {
 	if filepath.Clean(sc.Path) != want {
 		return fmt.Errorf("cache: %s is not the saved config file it names", sc.Path)
 	}
-	if err := os.Remove(want); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := c.root().Remove(want); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: want, Err: err}
 	}
 	return nil
@@ -369,7 +369,7 @@ func (c *Cache) RemoveStrays(id string) error {
 				digests = append(digests, sc.Digest)
 			}
 		case name == tmpPrefix+id:
-			if err := os.Remove(filepath.Join(c.OrdersDir(), name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := c.root().Remove(filepath.Join(c.OrdersDir(), name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
@@ -403,7 +403,7 @@ func (c *Cache) UndoSaveConfig(s ConfigSave) error {
 	if s.newLink {
 		link, err := c.configLink(s.id, s.Digest)
 		if err == nil {
-			err = os.Remove(link)
+			err = c.root().Remove(link)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("cache: undo saving config %s: %w", s.Digest, err))
@@ -424,7 +424,7 @@ func (c *Cache) removeUnlinkedCopy(digest string) error {
 	if err != nil {
 		return err
 	}
-	fi, err := os.Lstat(path)
+	fi, err := c.root().Lstat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -433,7 +433,7 @@ func (c *Cache) removeUnlinkedCopy(digest string) error {
 	}
 	if n, _, ok := fsutil.Links(fi); ok && n == 1 {
 		// A record that links it meanwhile keeps its own link.
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := c.root().Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}

@@ -112,16 +112,16 @@ func (c *Cache) WriteOrder(id string, atts []Attachment) (err error) {
 		return fmt.Errorf("cache: write order %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
-	if spare := c.spares.Take(dir); spare != "" && reuse(spare, path, data) {
-		if err := fsutil.SyncDir(dir); err != nil {
+	if spare := c.spares.Take(dir); spare != "" && c.reuse(spare, path, data) {
+		if err := c.root().SyncDir(dir); err != nil {
 			return fmt.Errorf("cache: write order %s: %w: %w", path, ErrNotDurable, err)
 		}
 		return nil
 	}
-	if err := fsutil.MkdirAllDurable(dir, 0o700); err != nil {
+	if err := c.root().MkdirAllDurable(dir, 0o700); err != nil {
 		return fmt.Errorf("cache: write order %s: making its directory: %w", path, err)
 	}
-	err = fsutil.WriteDurable(dir, filepath.Base(path), tmpPrefix+id, data)
+	err = c.root().WriteDurable(dir, filepath.Base(path), tmpPrefix+id, data)
 	switch {
 	case errors.Is(err, fsutil.ErrNotDurable):
 		return fmt.Errorf("cache: write order %s: %w: %w", path, ErrNotDurable, err)
@@ -234,7 +234,7 @@ func (c *Cache) RemoveOrder(id string) error {
 		return err
 	}
 	tmp := filepath.Join(filepath.Dir(path), tmpPrefix+id)
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := c.root().Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: tmp, ContainerID: id, Err: err}
 	}
 	retired, err := c.spares.Retire(path)
@@ -242,7 +242,7 @@ func (c *Cache) RemoveOrder(id string) error {
 	case retired, errors.Is(err, fs.ErrNotExist):
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := c.root().Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &EntryError{Path: path, ContainerID: id, Err: err}
 	}
 	return nil
@@ -255,7 +255,7 @@ func (c *Cache) HasOrder(id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = os.Lstat(path)
+	_, err = c.root().Lstat(path)
 	switch {
 	case err == nil:
 		return true, nil
@@ -294,10 +294,11 @@ func orderIDOf(de os.DirEntry) (string, bool) {
 }
 
 // reuse writes data into the spare file at spare, replacing its content,
-// syncs it and renames it to path (the caller syncs the directory). It reports false, having removed what it could,
-// when any step fails; the caller then creates a file instead.
-func reuse(spare, path string, data []byte) bool {
-	f, err := os.OpenFile(spare, os.O_WRONLY, 0)
+// syncs it and renames it to path (the caller syncs the directory). It
+// reports false, having removed what it could, when any step fails; the
+// caller then creates a file instead.
+func (c *Cache) reuse(spare, path string, data []byte) bool {
+	f, err := c.root().OpenFile(spare, os.O_WRONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -307,8 +308,8 @@ func reuse(spare, path string, data []byte) bool {
 	terr := f.Truncate(int64(len(data)))
 	serr := f.Sync()
 	cerr := f.Close()
-	if werr != nil || terr != nil || serr != nil || cerr != nil || os.Rename(spare, path) != nil {
-		_ = os.Remove(spare)
+	if werr != nil || terr != nil || serr != nil || cerr != nil || c.root().Rename(spare, path) != nil {
+		_ = c.root().Remove(spare)
 		return false
 	}
 	return true

@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/seed-671fdd43/ocicni/internal/fsutil"
 )
 
 // RemoveTemps removes the temporary files of this package's durable
@@ -27,7 +24,7 @@ func (c *Cache) RemoveTemps() ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, dir := range []string{c.OrdersDir(), c.ConfigsDir()} {
-		des, err := os.ReadDir(dir)
+		des, err := c.root().ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -40,7 +37,7 @@ func (c *Cache) RemoveTemps() ([]string, error) {
 				continue
 			}
 			path := filepath.Join(dir, de.Name())
-			ok, err := fsutil.RemoveUnheld(path)
+			ok, err := c.root().RemoveUnheld(path)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cache: removing temporary file %s: %w", path, err))
 			}

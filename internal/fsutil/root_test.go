@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRealDirs(t *testing.T) {
+func TestRootCheck(t *testing.T) {
 	t.Parallel()
 	outside := t.TempDir()
 	for _, tc := range []struct {
@@ -43,7 +43,8 @@ func TestRealDirs(t *testing.T) {
 			link := filepath.Join(t.TempDir(), "root")
 			require.NoError(t, os.Symlink(real, link))
 			for _, root := range []string{real, link} { // the root itself may be a symlink
-				err := RealDirs(root, "state/locks", "state/configs", "results")
+				r := NewRoot(root)
+				err := r.Check(filepath.Join(root, "state/locks"), filepath.Join(root, "state/configs"), filepath.Join(root, "results"))
 				if tc.wantBad == "" {
 					require.NoError(t, err)
 					continue
