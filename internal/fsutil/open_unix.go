@@ -12,7 +12,7 @@ import (
 func openNonBlocking(path string, follow bool) (*os.File, error) {
 	flags := os.O_RDONLY | syscall.O_NONBLOCK
 	if !follow {
-		flags |= syscall.O_NOFOLLOW
+		flags |= noFollow
 	}
 	return os.OpenFile(path, flags, 0)
 }

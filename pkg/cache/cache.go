@@ -109,9 +109,12 @@ var (
 // cache writes in or removes from (results/ and the library's state
 // under ocicni/) are reached without a symlink: a component that is one,
 // such as an ocicni/ linked to a directory elsewhere, gets an error
-// matching [ErrSymlinkedState] that names it, and every method that
-// writes or removes refuses with it, so that nothing is ever written or
-// removed through the link. The cache dir itself may be a symlink.
+// matching [ErrSymlinkedState] that names it. Every method that writes
+// or removes refuses with it too, whenever the link appears: each reaches
+// its directory from the cache dir without following a symlink
+// (openat2(2) with RESOLVE_NO_SYMLINKS, or O_NOFOLLOW per component) and
+// acts on the file relative to it, so nothing is ever written or removed
+// through a link. The cache dir itself may be a symlink.
 func (c *Cache) CheckState() error { return c.checkState(stateDirs...) }
 
 // checkState is [Cache.CheckState] for the directories a method uses

@@ -24,7 +24,7 @@ var (
 	ErrOutsideResults = errors.New("cache: path is not inside the results directory")
 
 	// ErrSymlinkedState marks a directory below the cache dir where the
-	// cache writes that is a symlink (or not a directory): see
+	// cache writes that is a symlink: see
 	// [Cache.CheckState].
 	ErrSymlinkedState = fsutil.ErrSymlinked
 
