@@ -199,3 +199,35 @@ func TestCacheRmKeepsTheRecord(t *testing.T) {
 	_, err := os.Stat(filepath.Join(dir, "ocicni", "attachments", "def"))
 	assert.NoError(t, err, "a second rm leaves the record alone")
 }
+
+// TestGlobalFlagsAnywhere checks that global flags may come before the
+// command, and that a command takes the global flags it does not use,
+// as --help's "Global flags" promises: each line lists the fixture's four
+// entries.
+func TestGlobalFlagsAnywhere(t *testing.T) {
+	dir := fixtureCache(t)
+	conf := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"after the command", []string{"cache", "ls", "--json", "--cache-dir", dir}},
+		{"before the command", []string{"--cache-dir", dir, "--json", "cache", "ls"}},
+		{"before, with =", []string{"--cache-dir=" + dir, "-json", "cache", "ls"}},
+		{"split around it", []string{"--cache-dir", dir, "cache", "ls", "--json"}},
+		{"a dir flag the command does not use", []string{"cache", "ls", "--json", "--cache-dir", dir, "--conf-dir", conf, "--bin-dir", conf}},
+		{"the same before it", []string{"--conf-dir", conf, "--timeout", "5s", "--debug", "cache", "ls", "--json", "--cache-dir", dir}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := decode[cacheLsJSON](t, mustRun(t, exitOK, tc.args...))
+			assert.Equal(t, dir, doc.CacheDir)
+			assert.Len(t, doc.Entries, 4)
+		})
+	}
+	// Only global flags may come first; a command's own flag there is an
+	// unknown command, and a flag no command has is refused after it.
+	r := mustRun(t, exitUsage, "--container", "abc", "cache", "ls")
+	assert.Contains(t, r.stderr, `unknown command "--container"`)
+	r = mustRun(t, exitUsage, "cache", "ls", "--bogus", "--cache-dir", dir)
+	assert.Contains(t, r.stderr, "flag provided but not defined: -bogus")
+}

@@ -287,6 +287,76 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// leadingGlobals splits off the global flags (see globalFlags) that come
+// before the command's words, with their values: "--conf-dir X status"
+// runs status with --conf-dir X, as Go CLIs people use accept. A flag
+// that is not a global one ends them: the command line is then an
+// unknown command.
+func leadingGlobals(args []string) (flags, rest []string) {
+	i := 0
+	for i < len(args) {
+		name, value, ok := globalFlagAt(args[i])
+		if !ok {
+			break
+		}
+		i++
+		if takesValue(name) && !value && i < len(args) {
+			i++
+		}
+	}
+	return args[:i:i], args[i:]
+}
+
+// dropUnusedGlobals removes from args the global flags that fs does not
+// define, with their values, so that a command takes every global flag
+// and ignores those it does not use ("cache ls --conf-dir X" lists the
+// cache as "cache ls" does). Positional arguments and the command's own
+// flags are left as they are; nothing after "--" is looked at.
+func dropUnusedGlobals(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--" {
+			return append(out, args[i:]...)
+		}
+		name, value, ok := globalFlagAt(args[i])
+		if !ok || fs.Lookup(name) != nil {
+			out = append(out, args[i])
+			continue
+		}
+		if takesValue(name) && !value {
+			i++ // its value goes with it
+		}
+	}
+	return out
+}
+
+// globalFlagAt reports whether arg is a global flag ("-name",
+// "--name" or either with "=value"), its name, and whether it carries
+// its value.
+func globalFlagAt(arg string) (name string, value, ok bool) {
+	if arg == "-" || arg == "--" || !strings.HasPrefix(arg, "-") {
+		return "", false, false
+	}
+	name = strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-")
+	name, _, value = strings.Cut(name, "=")
+	for _, gf := range globalFlags {
+		if gf.name == name {
+			return name, value, true
+		}
+	}
+	return "", false, false
+}
+
+// takesValue reports whether the global flag name takes a value.
+func takesValue(name string) bool {
+	for _, gf := range globalFlags {
+		if gf.name == name {
+			return gf.arg != ""
+		}
+	}
+	return false
+}
+
 // wantArgs checks the number of positional arguments.
 func wantArgs(args []string, lo, hi int, names string) error {
 	if len(args) < lo || len(args) > hi {

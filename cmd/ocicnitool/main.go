@@ -46,17 +46,18 @@ func main() {
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
+	lead, words := leadingGlobals(args)
+	if len(words) == 0 {
 		printUsage(stderr)
 		return exitUsage
 	}
-	switch args[0] {
+	switch words[0] {
 	case "help", "-h", "-help", "--help":
-		return runHelp(args[1:], stdout, stderr)
+		return runHelp(words[1:], stdout, stderr)
 	}
-	cmd, rest := lookup(args)
+	cmd, rest := lookup(words)
 	if cmd == nil {
-		fmt.Fprintf(stderr, "%s: %s\nRun '%s help' for usage.\n", progName, unknownCommand(args), progName)
+		fmt.Fprintf(stderr, "%s: %s\nRun '%s help' for usage.\n", progName, unknownCommand(words), progName)
 		return exitUsage
 	}
 
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &globals{stderr: stderr}
 	out := &printer{w: stdout}
 	exec := cmd.setup(fs, g, out)
-	pos, err := parseArgs(fs, rest)
+	pos, err := parseArgs(fs, dropUnusedGlobals(fs, append(lead, rest...)))
 	if errors.Is(err, flag.ErrHelp) {
 		printCommandHelp(stdout, cmd, fs)
 		return exitOK
@@ -138,7 +139,7 @@ func printUsage(w io.Writer) {
 the ocicni library, and inspects libcni's cache on this node. Run it as root.
 
 Usage:
-  %[1]s COMMAND [flags] [arguments]
+  %[1]s [global flags] COMMAND [flags] [arguments]
   %[1]s help COMMAND
 
 Commands:
@@ -150,8 +151,9 @@ Commands:
 	printGlobalFlags(w)
 	fmt.Fprintf(w, `
 NETNS is a path, or the name of a namespace pinned under %[2]s (as
-"ip netns add" does). Flags take one or two dashes and may come before or
-after the arguments; "--" ends the flags.
+"ip netns add" does). Flags take one or two dashes and may come anywhere
+on the line, before the command too; a command ignores the global flags
+it does not use; "--" ends the flags.
 
 Examples:
   %[1]s add --network mynet blue 3f2a9c

@@ -3,7 +3,6 @@ package fsutil
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -22,10 +21,11 @@ var ErrNotBeneath = errors.New("not beneath the state root")
 // at a time, refusing any that is a symlink ([ErrSymlinked], naming it),
 // then acts on the last component relative to that directory (the *at(2)
 // calls), never following it either. On Linux the walk is one
-// openat2(2) with RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS where the
-// kernel has it, and openat(2) with O_NOFOLLOW per component otherwise;
-// a link swapped in while a method runs is refused like one that was
-// there before. The root itself may be a symlink, as operators mount a
+// openat2(2) with RESOLVE_NO_SYMLINKS where the kernel has it: over the
+// whole path when no symlink lies above the root either (one call), else
+// from the root with RESOLVE_BENEATH too; and openat(2) with O_NOFOLLOW
+// per component where it has none. A link swapped in while a method runs
+// is refused like one that was there before. The root itself may be a symlink, as operators mount a
 // cache dir. Elsewhere each directory on the way is checked with
 // lstat(2) before a path is used.
 //
@@ -73,23 +73,6 @@ func (r Root) Check(dirs ...string) error {
 		}
 	}
 	return nil
-}
-
-// SameFile reports whether path names the file f has open: false when
-// path is gone.
-func (r Root) SameFile(f *os.File, path string) (bool, error) {
-	held, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	named, err := r.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(held, named), nil
 }
 
 // symlinked returns the error that refuses path, a symlink.

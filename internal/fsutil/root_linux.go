@@ -35,6 +35,23 @@ func (r Root) openDir(dir string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	if !noOpenat2.Load() && rel != "." {
+		// The whole path without a symlink anywhere, the common case, in
+		// one call; a root that is (or lies below) a symlink fails it
+		// with ELOOP, and the resolution from the root below decides.
+		fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Join(r.dir, rel), &unix.OpenHow{
+			Flags:   dirFlags,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		switch {
+		case err == nil:
+			return fd, nil
+		case errors.Is(err, unix.ENOENT):
+			return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
+			noOpenat2.Store(true)
+		}
+	}
 	rootfd, err := unix.Open(r.dir, dirFlags, 0) // the root may be a symlink
 	if err != nil || rel == "." {
 		if err != nil {
@@ -51,8 +68,6 @@ func (r Root) openDir(dir string) (int, error) {
 		switch {
 		case err == nil:
 			return fd, nil
-		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
-			noOpenat2.Store(true)
 		case errors.Is(err, unix.ENOENT):
 			return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
 		}
@@ -134,16 +149,28 @@ func (r Root) at(path string) (int, string, error) {
 	return fd, filepath.Base(path), err
 }
 
-// at2 is at for the two paths of a rename or link; the caller closes both.
+// at2 is at for the two paths of a rename or link, with one descriptor
+// when both are in one directory; the caller closes both (see close2).
 func (r Root) at2(old, new string) (ofd int, oname string, nfd int, nname string, err error) {
 	if ofd, oname, err = r.at(old); err != nil {
 		return -1, "", -1, "", err
+	}
+	if filepath.Dir(filepath.Clean(old)) == filepath.Dir(filepath.Clean(new)) {
+		return ofd, oname, ofd, filepath.Base(new), nil
 	}
 	if nfd, nname, err = r.at(new); err != nil {
 		_ = unix.Close(ofd)
 		return -1, "", -1, "", err
 	}
 	return ofd, oname, nfd, nname, nil
+}
+
+// close2 closes what at2 opened.
+func close2(ofd, nfd int) {
+	_ = unix.Close(ofd)
+	if nfd != ofd {
+		_ = unix.Close(nfd)
+	}
 }
 
 // OpenFile is os.OpenFile for path, whose last component is never
@@ -220,8 +247,7 @@ func (r Root) rename(old, new string, flags uint) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(ofd)
-	defer unix.Close(nfd)
+	defer close2(ofd, nfd)
 	if flags == 0 {
 		err = unix.Renameat(ofd, oname, nfd, nname)
 	} else {
@@ -239,8 +265,7 @@ func (r Root) Link(old, new string) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(ofd)
-	defer unix.Close(nfd)
+	defer close2(ofd, nfd)
 	if err := unix.Linkat(ofd, oname, nfd, nname, 0); err != nil {
 		return &os.LinkError{Op: "link", Old: old, New: new, Err: err}
 	}
@@ -289,6 +314,30 @@ func (r Root) Lstat(path string) (fs.FileInfo, error) {
 	f := os.NewFile(uintptr(fd), filepath.Clean(path))
 	defer f.Close()
 	return f.Stat()
+}
+
+// SameFile reports whether path names the file f has open: false when
+// path is gone.
+func (r Root) SameFile(f *os.File, path string) (bool, error) {
+	var held, named unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		return false, &fs.PathError{Op: "stat", Path: f.Name(), Err: err}
+	}
+	dfd, name, err := r.at(path)
+	if err == nil {
+		err = unix.Fstatat(dfd, name, &named, unix.AT_SYMLINK_NOFOLLOW)
+		_ = unix.Close(dfd)
+		if err != nil {
+			err = &fs.PathError{Op: "lstat", Path: path, Err: err}
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return held.Dev == named.Dev && held.Ino == named.Ino, nil
 }
 
 // ReadDir is os.ReadDir for dir: its entries sorted by name.

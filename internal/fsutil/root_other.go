@@ -130,3 +130,20 @@ func (r Root) Chtimes(path string, atime, mtime time.Time) error {
 	}
 	return os.Chtimes(path, atime, mtime)
 }
+
+// SameFile reports whether path names the file f has open: false when
+// path is gone.
+func (r Root) SameFile(f *os.File, path string) (bool, error) {
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	named, err := r.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(held, named), nil
+}

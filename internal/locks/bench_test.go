@@ -3,6 +3,7 @@ package locks
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/seed-671fdd43/ocicni/internal/fsutil"
@@ -13,12 +14,17 @@ import (
 // released, as every pod operation does; a new key's file locked and
 // retired (a setup, then its teardown), with the spares and without; an
 // existing key's locked and stamped (a status, a retry). They run in a
-// temporary dir, on the file system of $TMPDIR.
+// temporary dir, on the file system of $TMPDIR, below it as a manager's
+// are below its cache dir: each reached without following a symlink.
 func BenchmarkLockFiles(b *testing.B) {
 	ctx := context.Background()
-	dir := b.TempDir()
+	newFiles := func(b *testing.B) *Files {
+		b.Helper()
+		root := b.TempDir()
+		return NewFiles(filepath.Join(root, "ocicni", "locks"), fsutil.NewRoot(root))
+	}
 	b.Run("node-gate-shared", func(b *testing.B) {
-		fl := NewFiles(dir, fsutil.Root{})
+		fl := newFiles(b)
 		for b.Loop() {
 			l, err := fl.RLockNode(ctx)
 			if err != nil {
@@ -29,10 +35,9 @@ func BenchmarkLockFiles(b *testing.B) {
 	})
 	for _, reuse := range []bool{false, true} {
 		b.Run(fmt.Sprintf("new-key-then-removed/spares=%v", reuse), func(b *testing.B) {
-			fl := NewFiles(b.TempDir(), fsutil.Root{})
-			fl.spares = nil
-			if reuse && reuseFiles {
-				fl.spares = fsutil.NewSpares(fsutil.Root{})
+			fl := newFiles(b)
+			if !reuse {
+				fl.spares = nil
 			}
 			for i := 0; b.Loop(); i++ {
 				l, err := fl.Lock(ctx, fmt.Sprintf("sandbox-%d", i))
@@ -44,7 +49,7 @@ func BenchmarkLockFiles(b *testing.B) {
 		})
 	}
 	b.Run("existing-key-stamped", func(b *testing.B) {
-		fl := NewFiles(dir, fsutil.Root{})
+		fl := newFiles(b)
 		for b.Loop() {
 			l, err := fl.Lock(ctx, "sandbox")
 			if err != nil {

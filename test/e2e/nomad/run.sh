@@ -116,8 +116,8 @@ build_stock_bins() {
 
 # face_run, control_run phase...: the face's and the control's runs of
 # the phases (lib.sh), each recording its figures for the table.
-face_run() { RESULTS=$FACE_RESULTS run_e2e "$@"; }
-control_run() { CONTROL=1 RESULTS=$CONTROL_RESULTS run_e2e "$@"; }
+face_run() { RESULTS=${FACE_RESULTS:-} run_e2e "$@"; }
+control_run() { CONTROL=1 RESULTS=${CONTROL_RESULTS:-} run_e2e "$@"; }
 
 case $MODE in
 compile)
