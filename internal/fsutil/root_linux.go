@@ -36,20 +36,8 @@ func (r Root) openDir(dir string) (int, error) {
 		return -1, err
 	}
 	if !noOpenat2.Load() && rel != "." {
-		// The whole path without a symlink anywhere, the common case, in
-		// one call; a root that is (or lies below) a symlink fails it
-		// with ELOOP, and the resolution from the root below decides.
-		fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Join(r.dir, rel), &unix.OpenHow{
-			Flags:   dirFlags,
-			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		switch {
-		case err == nil:
-			return fd, nil
-		case errors.Is(err, unix.ENOENT):
-			return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
-		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
-			noOpenat2.Store(true)
+		if fd, err := openWhole(filepath.Join(r.dir, rel)); fd >= 0 || err != nil {
+			return fd, err
 		}
 	}
 	rootfd, err := unix.Open(r.dir, dirFlags, 0) // the root may be a symlink
@@ -74,6 +62,26 @@ func (r Root) openDir(dir string) (int, error) {
 		// Refused: the walk names the component that is a symlink.
 	}
 	return walk(rootfd, r.dir, rel)
+}
+
+// openWhole opens the directory at path when no component of it is a
+// symlink, the common case, in one call. It returns -1 and no error when
+// the resolution from the root must decide: a root that is (or lies
+// below) a symlink fails here with ELOOP, and so does one below it.
+func openWhole(path string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   dirFlags,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case err == nil:
+		return fd, nil
+	case errors.Is(err, unix.ENOENT):
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
+		noOpenat2.Store(true)
+	}
+	return -1, nil
 }
 
 // walk opens rel below the directory fd (at path), one component at a

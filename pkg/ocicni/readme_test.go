@@ -30,10 +30,12 @@ func Example_setUpThenTearDown() {
 		if err != nil {
 			return err
 		}
-		defer m.Shutdown()
+		defer func() { _ = m.Shutdown() }()
 
-		pod := ocicni.PodNetwork{Name: "web", Namespace: "default", ID: sandboxID, UID: uid,
-			NetNS: "/var/run/netns/" + sandboxID} // Networks empty: the default network
+		pod := ocicni.PodNetwork{
+			Name: "web", Namespace: "default", ID: sandboxID, UID: uid,
+			NetNS: "/var/run/netns/" + sandboxID, // Networks empty: the default network
+		}
 		results, err := m.SetUpPodWithContext(ctx, pod)
 		if err != nil {
 			return err // nothing is left attached: a failed setup rolls back
@@ -68,9 +70,10 @@ func TestREADMESnippet(t *testing.T) {
 	snippet := string(blocks[0][1])
 	src, err := os.ReadFile("readme_test.go")
 	require.NoError(t, err)
-	body := string(src)
-	body = body[strings.Index(body, "\t_ = func() error {\n")+len("\t_ = func() error {\n"):]
-	body = body[:strings.Index(body, "\t}\n}\n")]
+	_, body, ok := strings.Cut(string(src), "\t_ = func() error {\n")
+	require.True(t, ok, "the example's function literal")
+	body, _, ok = strings.Cut(body, "\t}\n}\n")
+	require.True(t, ok, "the example's end")
 	var want strings.Builder
 	for _, line := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
 		want.WriteString(strings.TrimPrefix(line, "\t\t") + "\n")
