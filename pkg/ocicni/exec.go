@@ -36,7 +36,7 @@ import (
 //     expired context wraps the context's error next to its own;
 //   - every run gets a span, a child of the context's, under which the
 //     plugin runs (so its TRACEPARENT is the span's), and its duration is
-//     recorded (see the package doc, "Observability");
+//     recorded (see [WithMeterProvider]);
 //   - every run is reported to the hook of [WithPluginHook], with the
 //     reason the context carries (see withReason);
 //   - a setup's first ADD waits for its gate (see [attacher.attach]): the default

@@ -156,6 +156,26 @@ func WithBinDirs(dirs ...string) Option {
 }
 
 // WithCacheDir sets libcni's cache directory (default /var/lib/cni).
+//
+// The manager reads and writes it only through one store below the
+// engine (internal/ledger, on package [cache]): records, saved configs,
+// libcni's entries and lock files. A sandbox's change (its next record,
+// the entries it drops, the configs it releases) is one commit, whole or
+// not at all: the dropped entries wait in <cache dir>/ocicni/aside with
+// the record being written, and a commit that a crash cut short is
+// finished or undone when its sandbox is next locked, when an engine
+// starts, and before GC. Every durable write (a record, a saved config)
+// holds a lock on its temporary file until the file has its name, so
+// that an engine's start and GC remove the temporary files a crash left,
+// and never one that a write in flight, of any process, holds. [cache]
+// keeps the order records outside libcni's results directory and, on
+// Linux, an index of that directory's names current through inotify
+// ([cache.Cache.IndexResults]), so that a full node's teardowns cost what
+// an empty node's do.
+//
+// Every path below it is reached without following a symlink: a
+// symlinked ocicni/ or results/ is refused, never written through (see
+// [cache.Cache.CheckState]); the cache dir itself may be a symlink.
 func WithCacheDir(dir string) Option {
 	return func(o *options) error {
 		if dir != "" && !filepath.IsAbs(dir) {
@@ -406,16 +426,6 @@ func WithGCAllNetworks() Option {
 	}
 }
 
-// WithPluginHook registers a hook that is called after every plugin run
-// (verb, network, plugin, container, ifname, duration, error, reason),
-// for metrics or tracing; nil means none, the default. See [PluginHook].
-func WithPluginHook(h PluginHook) Option {
-	return func(o *options) error {
-		o.pluginHook = h
-		return nil
-	}
-}
-
 // WithPluginEnv adds "KEY=VALUE" pairs to the environment of every plugin
 // run, after the CNI variables. On hosts with many cores, Go plugins spend
 // most of their start-up in the Go runtime (containerd has seen seconds
@@ -449,24 +459,6 @@ func WithHealing(p HealPolicy) Option {
 			return fmt.Errorf("%w: heal policy: Initial %v above Max %v", ErrInvalidArgument, p.Initial, p.Max)
 		}
 		o.heal = p.withDefaults()
-		return nil
-	}
-}
-
-// WithStatusAlwaysChecks makes every status run CHECK. By default, a
-// status of an attachment that this manager added less than 5 s before,
-// with the same config, answers from the ADD's result without running
-// CHECK: CRI-O asks for a status within the same RunPodSandbox as the
-// setup, and the CHECK's plugin runs (one a plugin of the chain) would
-// only prove again what the ADD just proved. What they could prove that
-// the ADD did not is that nothing outside the library removed the
-// interface, an address or a plugin's own state in those milliseconds; a
-// runtime that wants that proven at once sets this option. A status
-// later than that, after a teardown, from another manager, or with
-// another config runs CHECK either way.
-func WithStatusAlwaysChecks() Option {
-	return func(o *options) error {
-		o.freshWindow = 0
 		return nil
 	}
 }

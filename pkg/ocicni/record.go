@@ -17,7 +17,7 @@ import (
 )
 
 // This file is the engine's one door to the attachment order records
-// (see the package doc, "Cache layout"): it alone writes, removes and
+// (see [WithCacheDir]): it alone writes, removes and
 // lists them, through the ledger. Every writer computes the next record
 // with [nextRecord] (below) and commits it, with the cache
 // entries it drops, with [sandboxStore.commit]; every listing is

@@ -301,3 +301,21 @@ func (f *freshAdds) forget(id string) {
 	delete(f.added, id)
 	f.mu.Unlock()
 }
+
+// WithStatusAlwaysChecks makes every status run CHECK. By default, a
+// status of an attachment that this manager added less than 5 s before,
+// with the same config, answers from the ADD's result without running
+// CHECK: CRI-O asks for a status within the same RunPodSandbox as the
+// setup, and the CHECK's plugin runs (one a plugin of the chain) would
+// only prove again what the ADD just proved. What they could prove that
+// the ADD did not is that nothing outside the library removed the
+// interface, an address or a plugin's own state in those milliseconds; a
+// runtime that wants that proven at once sets this option. A status
+// later than that, after a teardown, from another manager, or with
+// another config runs CHECK either way.
+func WithStatusAlwaysChecks() Option {
+	return func(o *options) error {
+		o.freshWindow = 0
+		return nil
+	}
+}
