@@ -8,9 +8,23 @@ import (
 	"github.com/seed-671fdd43/ocicni/internal/admit"
 )
 
-// Admission bounds how many pod operations run their plugins at once (see
-// the package doc, "Admission"). A zero field takes its default; see
-// [WithAdmission].
+// Admission bounds how many pod operations run their plugins at once. A
+// zero field takes its default; see [WithAdmission].
+//
+// Setups run their plugins in arrival order, at most [Admission].Setup at
+// once (two per CPU by default); the others wait with their sandbox's
+// lock (see the package doc, "Locking"). Plugin start-up is CPU-bound, so
+// with every ADD of a burst at once each pod waits for all of them;
+// admitted in turn, most pods are ready sooner and the last no later. Teardowns have their own queue, eight per
+// CPU by default: a DEL mostly waits. A call whose context ends in the queue
+// returns an error matching [ErrNotAdmitted] and the context's error, having
+// run and changed nothing. An operation counts against its bound for at most
+// [Admission].Overtime (a second), so a hung plugin holds the queue up no
+// longer. Status, CHECK, a repeated setup that finds every attachment live,
+// GC and healing's retries never queue. A rollback runs under its setup's
+// admission; left in the background by its caller's deadline, it gives it
+// up. [WithAdmission] sets the bounds; [WithoutAdmission] admits every
+// operation at once, as libcni's callers do.
 type Admission struct {
 	// Setup is how many setups may run their plugins at once; the others
 	// wait in arrival order. By default, two per CPU the process may use

@@ -293,7 +293,7 @@ func (a *attacher) rollback(ctx context.Context, pod *PodNetwork, plans, untried
 }
 
 // What follows is setup's rule for attachments the sandbox already holds
-// (see the package doc, "Repeated setups"). The CNI spec forbids a second
+// (see [AttachedError]). The CNI spec forbids a second
 // ADD of one (network, container, ifname) without a DEL between them, and
 // the rollback of such an ADD, which fails with plugins like bridge
 // ("eth0 already exists"), would delete what an earlier setup returned.

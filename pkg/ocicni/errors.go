@@ -57,7 +57,7 @@ var (
 	ErrRollbackPending = errors.New("ocicni: rollback still running in the background")
 	// ErrNotAdmitted is matched, with the context's error, by the error
 	// of a setup or teardown whose context ended while it waited for its
-	// turn to run plugins (see the package doc, "Admission"): nothing ran
+	// turn to run plugins (see [Admission]): nothing ran
 	// and nothing changed, so the caller may simply call again.
 	ErrNotAdmitted = errors.New("ocicni: context ended while waiting for admission; nothing ran")
 	// ErrNoConfig means an attachment has neither a loaded config nor a
@@ -150,6 +150,20 @@ type PluginOutputLimitError = pluginexec.OutputLimitError
 // attachment (its config, netns or runtime arguments); Err is a cause,
 // such as a cached result that cannot be read. It matches
 // [ErrAttachmentLive].
+//
+// A setup never runs ADD again for an attachment its sandbox holds live
+// (a runtime retrying RunPodSandbox with the same ID, callers racing on
+// one ID), and its rollback never deletes one: the spec forbids a second
+// ADD without a DEL between, plugins refuse it ("eth0 already exists"),
+// and that rollback would delete what the first setup returned. An
+// attachment is live when its cache entry is readable and accepted and
+// its record line, if any, records no failed DEL. Under the sandbox's
+// lock, before anything runs, each requested attachment that is live and
+// identical to the request (network, ifname, config bytes, netns, CNI_ARGS
+// and runtime config as at its ADD) gets its cached result and no plugin;
+// one that differs, or whose result cannot be read, refuses the whole
+// setup with an *[AttachedError] ([ErrAttachmentLive]); the others are
+// added, and only they are rolled back. The repeat runs no CHECK.
 type AttachedError struct {
 	ContainerID string
 	Network     string
@@ -182,6 +196,23 @@ type PanicError = guard.PanicError
 
 // InvalidArgumentError names the offending field of a rejected request.
 // It satisfies errors.Is(err, ErrInvalidArgument).
+//
+// Requests are validated before anything runs: container IDs, network
+// names and ifnames as libcni's ADD validates them, plus path checks and
+// the lengths [cache.MaxContainerIDLen] (128), [cache.MaxNetworkNameLen]
+// (100) and [cache.MaxIfNameLen] (15), which keep libcni's cache file name
+// within 255 bytes; pod name and namespace up to [MaxPodNameLen], UID up
+// to [MaxPodUIDLen], none with ';', '=' or control characters (they go
+// into CNI_ARGS); netns paths absolute, clean, existing for setup, and
+// never the caller's own or init's network namespace. A netns path that
+// leads, by name or through symbolic links, to /proc/self or
+// /proc/thread-self (/proc/self/ns/net, /dev/fd/N) is refused too: each
+// process that opens it sees its own namespace, so a plugin would find the
+// host's there whatever the manager's threads see. /proc/<pid>/ns/net is
+// fine. Invalid static IPs or MACs and duplicate requested interface
+// names are refused too. A context that is already done starts nothing.
+// Every rejection is an [InvalidArgumentError] naming the field, returned
+// before any file is touched or any plugin runs.
 type InvalidArgumentError struct {
 	Field  string
 	Value  string
@@ -216,6 +247,30 @@ func invalidArg(field, value, reason string) error {
 //	}
 //
 // (It is defined in the internal package that loads config files.)
+//
+// Config files, cache entries and order records are written by other
+// components and survive crashes and hand edits, so none is trusted:
+//   - Only regular files are read (a symlink in the conf dir must lead to
+//     one; the cache holds no symlinks), never with a blocking open, and
+//     never more than [MaxConfigFileSize] or [cache.MaxFileSize] bytes.
+//   - Every network name, container ID and ifname read from a cache entry
+//     or a record passes the same validation as a request's before it
+//     becomes a path, an environment variable or a plugin run, and must
+//     agree with the entry's own file name and cached config; an entry that
+//     does not is corrupt and is acted on only by its file name.
+//   - A netns path read from the cache is used only when it is absolute,
+//     clean, not per-process (see [InvalidArgumentError]) and not the host's network
+//     namespace; otherwise DEL runs without one (plugins still release
+//     IPAM).
+//   - libcni reads a cache entry (as prevResult, and to remove it) only
+//     when the inventory accepted it and libcni can decode its result;
+//     every other DEL runs with libcni pointed at an empty cache dir, and
+//     the file is removed once DEL succeeded.
+//   - Every call from the manager's goroutines into libcni is behind a
+//     recover: a panic (libcni's result converters have panicked on
+//     nulls in cached results) becomes a [*PanicError] naming the file,
+//     matching [ErrLibraryPanic], and that entry is handled as corrupt:
+//     DEL again without its result, and the file kept until DEL succeeds.
 type ConfigError = netconf.ConfigError
 
 // NetworkNotFoundError is returned when a requested network is not loaded.
@@ -276,6 +331,27 @@ func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
 //     ended (Cause): RollbackPending is true and the error matches
 //     [ErrRollbackPending] and Cause with errors.Is. A teardown or setup of
 //     the same sandbox waits for it; its outcome is logged.
+//
+// [Manager.SetUpPodWithContext] validates the request before any plugin
+// runs (see [InvalidArgumentError]), sets lo up in the netns without a plugin
+// (through [NetNSOps], which [WithNetNSOps] replaces in tests), records
+// the attachment order in the cache, and runs ADD for each network in
+// order, with the CNI_ARGS and runtime-config capabilities ocicni passes
+// (portMappings, bandwidth, ipRanges, aliases, cgroupPath,
+// io.kubernetes.cri.pod-annotations, static IP and MAC). Interface names
+// are the requested ones, or eth0, eth1, ... skipping names already taken.
+//
+// When network k fails ADD, the manager runs DEL for network k and then
+// for those of networks k-1 ... 0 that this call added (see [AttachedError]), best effort, under its own timeout
+// ([WithRollbackTimeout]), and returns a [SetupError] holding the ADD
+// error and any rollback failures. When the caller's context ends before
+// the rollback does (also when the ADD failed at once and the rollback is
+// slow), the call returns at the deadline instead: the SetupError matches
+// the context's error and [ErrRollbackPending], and the rollback finishes
+// in the background, holding the sandbox's lock (and no node-wide lock),
+// so that the next operation on the sandbox waits for it.
+// [Manager.ForgetPodCache] drops a sandbox's cache entries on purpose,
+// recording their attachments first so that GC still deletes them.
 type SetupError struct {
 	ContainerID     string
 	Err             error

@@ -149,6 +149,44 @@ func planRun(ctx context.Context, p *plan, verb, why string) (context.Context, c
 }
 
 // PluginRun describes one plugin run, as reported to a [PluginHook].
+//
+// Unless [WithExec] replaces the executor, plugins run as libcni runs them
+// (same stdin, environment and stderr, and a plugin's JSON error on stdout
+// becomes a *types.Error), except that on Unix each plugin leads a process
+// group of its own. When the context ends before the plugin exits, the
+// plugin and every process it started in its group get SIGKILL, and the
+// error matches the context's error with errors.Is while errors.As still
+// reaches the plugin's *types.Error. A process that left the group
+// survives. A plugin that exits on its own has nothing killed, so a daemon
+// it started keeps running. Whatever process outlives the plugin, the call
+// returns at most two seconds after the plugin ended, even if that process
+// holds the plugin's stdout or stderr open. Off Unix the executor is
+// invoke.RawExec, which kills the plugin alone. A context that is already
+// done starts no plugin, whatever the executor. The default executor keeps
+// at most [MaxPluginStdout] and [MaxPluginStderr] of a plugin's output, in
+// memory that cannot grow past them: a plugin that prints more is killed
+// with its group ([PluginOutputLimitError]). Errors quote at most
+// [PluginOutputQuoteLimit] bytes of it; a [PluginHook] gets all of it. On
+// Unix, background DELs (GC's, healing's) run at nice 19, and on Linux at
+// SCHED_IDLE in every thread, leaving the CPU to the pods being set up;
+// the GC verbs, which pod operations wait for, do not. While pods are set
+// up, GC paces its DELs instead, at the normal priority (see [Manager.GCOutcomes]): at the lowest, beside setups that keep the CPUs busy, a DEL waits
+// for an idle moment that seldom comes, holding the kernel's network locks
+// the setups then wait for.
+//
+// A network's plugin runs for one verb may have a bound of their own
+// ([Timeouts]): the top-level key [TimeoutsKey] of its config file, for
+// example "ocicni.timeouts": {"add": "30s", "del": "10s", "check": "5s"},
+// or [WithNetworkTimeouts] for every network that does not set the verb
+// itself. The bound covers all the plugins of the list for one attachment,
+// and the shorter of it and the caller's deadline applies. Runs that the
+// bound ends fail with a [*TimeoutError] (which matches
+// context.DeadlineExceeded): a timed-out ADD is rolled back like any
+// failed one, a timed-out DEL is [RetryLater] and healing retries it, a
+// timed-out CHECK fails the status. The bound travels with the config: a
+// teardown from the config cached at ADD uses that config's key. A value
+// that is not a Go duration above zero, or an unknown verb, skips the file
+// with a [ConfigError].
 type PluginRun struct {
 	Verb        string // CNI_COMMAND: ADD, DEL, CHECK, GC, STATUS or VERSION
 	Network     string // the "name" of the config the plugin received; "" for VERSION

@@ -16,6 +16,24 @@ import (
 
 // HealPolicy tunes healing: the background retries of DELs that failed.
 // A zero field takes its default. See [WithHealing].
+//
+// A DEL that failed in a teardown, a rollback or GC is retried in the
+// background, under the sandbox's lock only, until it succeeds or its
+// plugin answers code 3, with capped exponential backoff and jitter, at
+// most [HealPolicy].Concurrency sandboxes at a time (SetupConcurrency
+// while the node sets pods up, since a retry's interface deletions slow
+// the setups beside it), until the horizon (see [HealPolicy] and
+// [WithHealing]). The retry state lives in the order record, so a later
+// manager on the same cache dir resumes it, and
+// [Manager.PendingTeardowns] lists it. A running manager also adopts the
+// retries that other engines and processes record (a mark beside the lock
+// files tells it when to read the records again), so a DEL that failed
+// in a one-call process (an OCI hook) is retried by a longer-lived one.
+// A retry reads the record again under the sandbox's locks, so managers
+// that resume the same retries run each due DEL once; none runs in a
+// manager's first [HealPolicy].StartDelay, so a one-call process cuts
+// none off. A setup of the same sandbox ID that runs ADD cancels it.
+// Every retry reaches the [PluginHook] with Reason "heal".
 type HealPolicy struct {
 	// Initial is the delay before the first retry; 1 s by default. Each
 	// failed retry doubles it, up to Max; each delay is shortened by up to

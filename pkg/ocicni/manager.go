@@ -210,8 +210,8 @@ func (m *Manager) SetUpPod(pod PodNetwork) ([]NetResult, error) {
 // It returns one result per network, in request order. When an ADD fails,
 // the attachments this call made so far and the failed one are deleted
 // again (rollback) before the error, a *[SetupError], is returned. An
-// attachment the sandbox already holds live (see "Repeated setups" in the
-// package doc) is not added again: when it is identical to the request,
+// attachment the sandbox already holds live (see [AttachedError]) is not
+// added again: when it is identical to the request,
 // its cached result is returned; otherwise the call fails with an
 // *[AttachedError] before anything runs.
 func (m *Manager) SetUpPodWithContext(ctx context.Context, pod PodNetwork) ([]NetResult, error) {
@@ -242,17 +242,68 @@ func (m *Manager) ForgetPodCache(ctx context.Context, pod PodNetwork) ([]string,
 // GC verb with the valid attachments to every loaded network at CNI 1.1.0
 // or later that does not set disableGC. It continues past
 // every error and returns them joined. It is [Manager.GCOutcomes] without
-// the outcomes; the package doc's "Status and GC" says what it deletes and
-// what it keeps.
+// the outcomes; GCOutcomes' doc says what it deletes and what it keeps.
 func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 	_, err := m.GCOutcomes(ctx, validPods)
 	return err
 }
 
 // GCOutcomes is [Manager.GC] that also returns the [Outcome] of every
-// stale attachment GC acted on or could not act on. What GC deletes, what
-// it keeps for valid pods and for setups in flight, and how it runs beside
-// pod operations are in the package doc: "Status and GC" and "Locking".
+// stale attachment GC acted on or could not act on.
+//
+// [Manager.GC] deletes the attachments that no valid pod owns, of those
+// this library owns: every attachment its order records name, whatever
+// the network (one whose file is gone with the config saved at ADD), and
+// the other cache entries of the networks loaded. The other entries of a
+// shared cache dir (the default, /var/lib/cni) are other runtimes': GC
+// leaves and reports none of them. [WithGCAllNetworks] collects those
+// too; [WithGCScopedToLoadedNetworks] limits GC, as libcni's
+// GCNetworkList, to the networks loaded. Managers of this library that
+// share a cache dir each collect the others' recorded attachments that
+// their valid pods do not name. Corrupt entries and attachments recorded
+// but never cached (a failed rollback, a crash during ADD) are deleted
+// with the loaded config inside the netns recorded at ADD; a recorded
+// attachment without any config is [Orphaned] and stays recorded. GC then
+// sends the GC verb, with the valid attachments (never a nil list, which
+// libcni reads as "delete everything"), to networks at 1.1.0 or later
+// that do not set disableGC. A valid pod's attachments are the networks
+// it names, every cache entry and recorded attachment of its ID, and,
+// when it names none, the default network on eth0. [Manager.GCOutcomes]
+// is GC that also returns the [Outcome] of every stale attachment it
+// acted on or could not act on.
+//
+// GC does not stop pod operations while it runs (see the package doc, "Locking"). It plans
+// without a lock, from one listing of the cache and one reading of the
+// order records. It then deletes stale sandboxes in parallel,
+// [WithGCWorkers] at a time (the DELs of one sandbox run one after the
+// other), each under that sandbox's lock, skipping what a concurrent
+// teardown deleted meanwhile. While pods are being set up (a setup in
+// flight, or one begun within the last 250 ms), GC gives way to them: one
+// worker deletes at a time, at the normal CPU priority, and rests six
+// times as long as its sandbox's DELs took before the next: GC then uses
+// a seventh of one CPU, and still deletes a sandbox per seven times its
+// DELs' time (0.47 a second on two CPUs that setups keep busy;
+// BENCHMARKS.md, "GC"). On an idle node GC runs at full speed, at the
+// lowest priority. Only the GC verb runs with the gate held exclusively, so no ADD
+// runs while plugins collect. When the context has a deadline and a
+// network gets the verb, the stale DELs leave a quarter of the time left
+// (at most 10 s) to the verbs: at that point the DELs in flight are cut
+// short and the others do not start, each a [RetryLater] outcome for the
+// next GC, so the verbs are sent however many sandboxes are stale. GC
+// sends the verbs within 10 s; a network it did not reach by then, or by
+// the end of its context, gets an error matching [ErrGCVerbsSkipped], and
+// the next GC sends it the verb.
+//
+// A sandbox whose setup was in flight when GC began, or began since, may
+// be missing from the valid pods: GC deletes nothing of it (checked again
+// under its lock, so a setup that begins later runs after GC's DELs of
+// that sandbox, not during them), and passes its attachments to the GC
+// verb as valid. As the exclusive gate waits for every setup in flight, a
+// plugin's GC never sees a half-set-up pod, and never releases what a pod
+// being set up holds. Likewise GC leaves alone, and passes to the verb
+// as valid, a sandbox that another engine still running holds or worked
+// on within 10 s before GC began or since (its lock file's stamp says who
+// and when); the next GC collects it if it is stale.
 //
 // The outcomes come in this order: first the corrupt cache files that
 // name no container GC could tell (Failed, with what their name says);
@@ -262,13 +313,13 @@ func (m *Manager) GC(ctx context.Context, validPods []*PodNetwork) error {
 // order they ran (Deleted, AlreadyGone, RetryLater, Failed, Orphaned or
 // NoConfig; RetryLater with ctx's error for each when ctx ended before GC
 // held the container's lock, or when GC kept the rest of ctx's deadline
-// for its GC verbs: see the package doc, "Status and GC"). An outcome is a failure exactly when
+// for its GC verbs: see above). An outcome is a failure exactly when
 // [Outcome.Failure] says so: GC applies no [TeardownPolicy], so none is
 // Tolerated. Left out are the attachments of valid pods, those a teardown
 // deleted after GC planned (the teardown reports them), and those of a
 // sandbox whose setup began while GC ran, and what is out of GC's scope
-// (another runtime's attachments by default; see the package doc,
-// "Status and GC"): GC did not act on them.
+// (another runtime's attachments by default; see above): GC did not act
+// on them.
 //
 // The error joins every failure, each naming its network: those of the
 // failed outcomes, each a *[NetworkError], and those with no outcome (a
@@ -355,8 +406,8 @@ func (m *Manager) TearDownPod(pod PodNetwork) error {
 // empty, the attachments come from the libcni cache and the attachment
 // order record; otherwise exactly the named ones are deleted. Under the
 // strict policy it returns a *[TeardownError] naming every failure; under
-// the tolerant policy it logs them and returns nil. See the package
-// documentation, "Teardown semantics".
+// the tolerant policy it logs them and returns nil. See [TeardownError]
+// for what it deletes and how.
 func (m *Manager) TearDownPodWithContext(ctx context.Context, pod PodNetwork) error {
 	_, err := m.teardown.tearDown(ctx, pod)
 	return err

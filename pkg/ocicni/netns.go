@@ -1,7 +1,7 @@
 package ocicni
 
 // This file holds what the manager does with netns paths (which it
-// accepts, see "Bad input" in the package doc) and inside namespaces
+// accepts, see [InvalidArgumentError]) and inside namespaces
 // (NetNSOps).
 
 import (

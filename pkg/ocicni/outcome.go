@@ -108,6 +108,64 @@ func classify(err error) OutcomeClass {
 // TeardownError reports every attachment whose DEL failed. Outcomes holds
 // the outcome of every attachment, successful or not, in the order DEL ran.
 // It unwraps to one *NetworkError per failure.
+//
+// A teardown ([Manager.TearDownPodWithContext] and the other teardowns):
+//
+//   - Every attachment gets its DEL, even after earlier ones failed.
+//   - With PodNetwork.Networks empty, the attachments are the container's
+//     libcni cache entries, deduplicated by (network, ifname). Two networks
+//     that claim the same ifname are both deleted, with a warning. Requested
+//     networks are deleted exactly as requested, never widened.
+//   - DELs run in the reverse of the recorded ADD order. Attachments that
+//     are missing from the record run first, by network then interface name,
+//     descending.
+//   - DEL uses the cached config and runtime args, so it works after the
+//     config file changed or was removed, or with an empty conf dir.
+//     Without a usable cache entry it uses the config saved with the order
+//     record, else the loaded config. With none, an attachment that a
+//     cache entry or the order record names is reported as [Orphaned], a
+//     failure, and stays recorded until a config returns; any other is
+//     [NoConfig], a warning.
+//   - The order record (see the package doc, "Attachment order records") is also the memory
+//     of attachments that never reached libcni's cache (an ADD that failed
+//     after an earlier plugin of its list attached, or a crash during ADD),
+//     so they are deleted too, inside the netns recorded at ADD.
+//   - A corrupt cache entry, or one whose result libcni cannot decode, is
+//     deleted with the best config there is (the cached one when readable,
+//     else the loaded one), but libcni never reads the file: its DEL would
+//     block on a FIFO, read a huge file, drop the entry before running the
+//     plugins, or panic. The file goes only after DEL succeeded. Without
+//     any config it is reported as a failure.
+//   - Each attachment's [Outcome] is classified: [Deleted], [AlreadyGone]
+//     (code 3; counts as success), [RetryLater] (code 11, an expired
+//     context, a plugin binary that is gone), [Failed] or [Orphaned].
+//   - libcni stops a list's DEL at the first plugin that answers code 3,
+//     so plugins before it in the list (bridge, host-local) get no DEL and
+//     what they hold would leak. The spec allows it, but DEL is idempotent,
+//     so by default the manager then runs DEL for every plugin of the list
+//     itself, last to first, as single-plugin lists without prevResult:
+//     the plugins before the code-3 plugin and those after it (again) all
+//     get their DEL, and code 3 from any of them counts as success. The
+//     attachment is [Deleted] once each DEL succeeded or answered code 3;
+//     otherwise the first other failure is its outcome and its cache entry
+//     stays. The same applies to rollbacks and GC. With
+//     [WithDELStopAtUnknownContainer] the manager keeps libcni's behaviour:
+//     the attachment is [AlreadyGone], a warning names the network, and GC
+//     (the plugins' own, at CNI 1.1) must collect what those plugins kept.
+//   - Under the [Strict] policy (the default) failures are returned as a
+//     [TeardownError], which names each failed network and ifname and
+//     unwraps to one [NetworkError] per failure, so errors.As reaches the
+//     plugin's *types.Error. Under [Tolerant] they are logged and nil is
+//     returned. Either way the failed attachments' cache entries are kept,
+//     so a retry or GC still has their config. A network can override the
+//     policy with the top-level key [TeardownPolicyKey] in its config file:
+//     "ocicni.teardownPolicy": "tolerant".
+//   - Teardown is idempotent, and a netns that was already deleted does not
+//     stop the DELs that release IPAM reservations.
+//   - A failed DEL is retried in the background (see [HealPolicy]).
+//
+// [Manager.TearDownPodOutcomes] returns the outcomes as values whatever the
+// policy.
 type TeardownError struct {
 	ContainerID string
 	Outcomes    []Outcome

@@ -184,6 +184,19 @@ func (ck *checker) status(ctx context.Context) (err error) {
 }
 
 // NetworkStatus is the STATUS outcome of one loaded network.
+//
+// [Manager.GetPodNetworkStatusWithContext] returns the cached result, after
+// CHECK for networks at CNI 0.4.0 or later (unless disableCheck); without a
+// cached result it reads the interface's addresses from the netns through
+// netlink. A CHECK failure is a [NetworkError] naming the network. Right
+// after this manager's ADD it answers from the ADD's result instead
+// ([WithStatusAlwaysChecks]).
+//
+// [Manager.StatusWithContext] fails while there is no default network and
+// runs STATUS on it at CNI 1.1.0 or later; a plugin's code, such as
+// [ErrCodePluginNotAvailable] (50) or [ErrCodeLimitedConnectivity] (51), is
+// reachable with errors.As. [Manager.NetworkStatuses] reports every loaded
+// network.
 type NetworkStatus struct {
 	Network string
 	Default bool

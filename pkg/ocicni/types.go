@@ -130,6 +130,19 @@ type PodNetwork struct {
 }
 
 // NetAttachment describes a container network attachment.
+//
+// One attachment is seen through these types:
+//   - [NetAttachment]: a network and an interface name, as a request
+//     names them and as every other type names the attachment.
+//   - [cache.Entry] and [cache.EntryError]: libcni's cache file of an
+//     attachment, readable or corrupt; [cache.Attachment]: its line in
+//     the order record, with its saved config and retry state.
+//   - Internally, the inventory merges these into one view per
+//     attachment, and a verb turns that view into a plan: the config list
+//     and runtime config a plugin runs with, and whether libcni may read
+//     the cache entry.
+//   - [Outcome]: what one DEL did; [PendingTeardown]: a failed DEL that is
+//     retried; [NetResult]: what ADD or status returns.
 type NetAttachment struct {
 	// Name contains the name of the CNI network to which the container
 	// should be or is attached
@@ -139,6 +152,14 @@ type NetAttachment struct {
 }
 
 // NetResult contains the result the network attachment operation.
+//
+// Results of every spec version, 0.1.0 to 1.1.0, are accepted and returned
+// as the plugins produced them: empty results of configuration-only
+// plugins, 0.2.0 results without interfaces, IPs without an interface
+// index. Nothing dereferences an absent interface or IP. [SandboxIPs] picks
+// a network's sandbox interface and its IPs from any of them. A cached
+// result that cannot be converted to the config's version is returned as
+// stored, and the conversion error is logged.
 type NetResult struct {
 	// Result is the CNI Result
 	Result types.Result
