@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$
 # Where "make plugins" puts the prebuilt plugins for OCICNI_TEST_PLUGIN_DIR.
 PLUGIN_DIR ?= $(CURDIR)/bin/plugins
 
-.PHONY: help quickstart test test-short fuzz bench bench-critest bench-gc lint layout apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control
+.PHONY: help quickstart test test-short fuzz bench bench-critest bench-gc lint layout apicheck vulncheck plugins e2e-crio e2e-crio-compile e2e-containerd e2e-containerd-compile e2e-containerd-control e2e-buildkit e2e-buildkit-compile e2e-buildkit-control e2e-nerdctl e2e-nerdctl-compile e2e-nerdctl-control e2e-nomad e2e-nomad-compile e2e-nomad-control e2e-kubernetes-build
 
 help: ## List the targets
 	@echo "Targets:"
@@ -99,6 +99,9 @@ e2e-nomad: ## Nomad v1.11.3 built against pkg/gocni, a single-node agent through
 
 e2e-nomad-control: ## Only the control: stock Nomad v1.11.3 (go-cni v1.1.13) through the same phases (as root)
 	test/e2e/nomad/run.sh control
+
+e2e-kubernetes-build: ## Build Kubernetes v1.34.4 from the module proxy (kubelet, kube-apiserver, etcd, e2e_node.test) for the node harness to come (~15 min cold)
+	bash test/e2e/kubernetes/build.sh
 
 e2e-nomad-compile: ## Nomad v1.11.3 with go-cni rewritten to pkg/gocni: go build + go vet of its allocrunner, its CNI unit tests (see test/e2e/nomad)
 	test/e2e/nomad/run.sh compile
