@@ -19,13 +19,9 @@ import (
 //
 // A DEL that failed in a teardown, a rollback or GC is retried in the
 // background, under the sandbox's lock only, until it succeeds or its
-// plugin answers code 3, with capped exponential backoff and jitter, at
-// most [HealPolicy].Concurrency sandboxes at a time (SetupConcurrency
-// while the node sets pods up, since a retry's interface deletions slow
-// the setups beside it), until the horizon (see [HealPolicy] and
-// [WithHealing]). The retry state lives in the order record, so a later
-// manager on the same cache dir resumes it, and
-// [Manager.PendingTeardowns] lists it. A running manager also adopts the
+// plugin answers code 3, or until the horizon, as the fields below say.
+// The retry state lives in the order record, so a later manager on the
+// same cache dir resumes it, and [Manager.PendingTeardowns] lists it. A running manager also adopts the
 // retries that other engines and processes record (a mark beside the lock
 // files tells it when to read the records again), so a DEL that failed
 // in a one-call process (an OCI hook) is retried by a longer-lived one.
