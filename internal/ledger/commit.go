@@ -133,8 +133,6 @@ func unusedConfigs(before, after []cache.Attachment) []string {
 	return out
 }
 
-// asideDir returns the directory that a commit of sandbox id moves its
-// dropped entries to.
 // checkOwnDirs refuses a symlink on the way to the directories that the
 // ledger writes in itself (see [fsutil.Root.Check]): the aside dirs, and
 // the results it moves there; the cache checks its own.
@@ -146,6 +144,8 @@ func (l *Ledger) checkOwnDirs() error {
 // never through a symlink below it (see [fsutil.Root]).
 func (l *Ledger) root() fsutil.Root { return fsutil.NewRoot(l.c.Dir()) }
 
+// asideDir returns the directory that a commit of sandbox id moves its
+// dropped entries to.
 func (l *Ledger) asideDir(id string) string {
 	return filepath.Join(l.c.Dir(), "ocicni", "aside", id)
 }
