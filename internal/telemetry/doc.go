@@ -6,5 +6,5 @@
 // runs and outcomes in the words of this package (see [Recorder]), and
 // hands it the functions that read the gauges' values. The names of the
 // spans, instruments and attributes are the constants below; package
-// ocicni's doc lists them for users ("Observability").
+// ocicni lists them for users on WithTracerProvider and WithMeterProvider.
 package telemetry

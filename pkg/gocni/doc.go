@@ -108,5 +108,5 @@
 // [ocicni.HealPolicy].StartDelay, so a hook process that exits sooner
 // cuts none off; an engine that lives longer on the cache dir (the
 // runtime's own) adopts the retries such a process leaves. See package
-// ocicni, "Locking" and "Healing".
+// ocicni, "Locking", and [ocicni.HealPolicy].
 package cni

@@ -18,7 +18,7 @@ import (
 // sandbox that is set up already (a retry, or two callers racing) runs no
 // ADD for what it holds: an identical request gets the first result, a
 // different one an error matching [ocicni.ErrAttachmentLive] (see
-// "Repeated setups" in package ocicni). With fewer
+// [ocicni.AttachedError]). With fewer
 // networks loaded than [WithMinNetworkCount] asks for, Setup first runs
 // the last load again, then fails with [ErrCNINotInitialized].
 func (f *Face) Setup(ctx context.Context, id string, path string, opts ...NamespaceOpts) (_ *Result, err error) {

@@ -15,8 +15,8 @@ import (
 // WithTracerProvider makes the face's spans and the engine's with tp
 // instead of OpenTelemetry's global provider: a span per face verb
 // ("gocni.Setup", "gocni.Remove", ...), the engine's operation under it
-// and a span per plugin run under that (see package ocicni,
-// "Observability"). It is an addition to go-cni's options, and has
+// and a span per plugin run under that (see
+// [ocicni.WithTracerProvider]). It is an addition to go-cni's options, and has
 // effect at New only.
 func WithTracerProvider(tp trace.TracerProvider) Opt {
 	return func(c *config) error {
@@ -26,8 +26,8 @@ func WithTracerProvider(tp trace.TracerProvider) Opt {
 	}
 }
 
-// WithMeterProvider records the engine's metrics with mp (see package
-// ocicni, "Observability"); by default none are recorded. It is an
+// WithMeterProvider records the engine's metrics with mp (see
+// [ocicni.WithMeterProvider]); by default none are recorded. It is an
 // addition to go-cni's options, and has effect at New only.
 func WithMeterProvider(mp metric.MeterProvider) Opt {
 	return func(c *config) error {

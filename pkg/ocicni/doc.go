@@ -25,8 +25,8 @@
 // what no pod owns. The README (https://github.com/seed-671fdd43/ocicni#readme)
 // is the guide: how to try it and how to switch a runtime over (CRI-O
 // through this package; containerd, BuildKit, Nomad and nerdctl through
-// package gocni).
-// The sections after the map are the reference.
+// package gocni). After the map come the lock contract ("Locking") and
+// where each rule is: on the symbol it governs.
 //
 // # Map
 //
@@ -67,74 +67,6 @@
 // only GC's verbs hold them exclusively. The healer's, the setup
 // tracker's, the admission queues', the lock fault's, the unsettled
 // DELs' and the fresh ADDs' locks are leaves.
-//
-// # Lifecycle
-//
-// [New] reads the conf dir (".conflist", ".conf" and ".json" files, in file
-// name order; a ".conf" or ".json" file becomes a single-plugin list) and,
-// unless [WithoutWatcher] is given, watches it and the bin dirs with
-// fsnotify. Created, written, renamed-in and removed files take effect
-// without a restart, and so do changes of the files that symlinked configs
-// lead to (a Kubernetes-style ..data swap included) and plugin binaries
-// installed, replaced or made executable. The first event of a burst is
-// reloaded at once, and the events that follow in one more reload once
-// they pause for a few milliseconds, so that a change made of several
-// events (a write after a truncation, a rename after a write) is usable
-// within milliseconds too; events after that reload are gathered into
-// one more, a debounce window ([WithReloadDebounce], 100ms by default)
-// after the latest of them. A burst of writes thus costs two or three
-// reloads. A file staged in the conf dir under a name that is not read
-// (such as 10-a.conflist.tmp) counts only when it is renamed into place. A
-// conf dir that does not exist yet, or is deleted and recreated, is picked
-// up when it appears. A file that cannot be used (bad JSON, no name, no
-// plugins, a version its plugins do not support, a plugin binary missing
-// from every bin dir) is skipped and logged, and [Manager.Skipped] says
-// why; a request for its network fails with a [NetworkNotFoundError] that
-// carries the reason. A file that the first two reloads of a burst cannot
-// read or parse may be half-written: it is logged at Debug, and at Warn
-// only if the reload a window later still cannot use it. When two files
-// declare one network, the first in name order wins.
-//
-// A ".conflist" network that does not set loadOnlyInlinedPlugins also runs
-// the ".conf" plugin configs of its sub-folder <confdir>/<network name>/,
-// appended in file name order, as libcni 1.3 does. The sub-folder is
-// watched, and the list's bytes, which libcni caches at ADD, are rewritten
-// to hold every plugin, so that a DEL from the cache runs them all.
-//
-// The conf dir is not trusted. Only regular files, or symlinks to them, of
-// at most [MaxConfigFileSize] bytes are read, and a FIFO never blocks a
-// read: anything else is skipped with a [ConfigError] that wraps
-// [ErrInvalidConfig] and [ErrNotRegularFile] or [ErrFileTooLarge] (a
-// non-regular file in a network's sub-folder is skipped alone; its network
-// still loads). A network name must pass the checks of a requested
-// network's name and libcni's own (letters, digits, "_", "." and "-",
-// starting with a letter or digit, no "..", at most 100 bytes), and a
-// plugin type must be a plain file name (no slash, backslash or control
-// character, not "." or ".."), or the file is skipped as invalid.
-//
-// The default network is the one named with [WithDefaultNetwork];
-// otherwise it is the first valid file's network, and it follows the
-// directory. [Manager.Shutdown] stops the watcher and the healing loop
-// and waits for them, for the reloads that are running, for background
-// rollbacks and for a heal retry in flight; it kills the plugins of the
-// VERSION calls that are running rather than wait for them. It may be
-// called twice. As in cri-o/ocicni, every method keeps working
-// afterwards, as for a manager created [WithoutWatcher].
-//
-// A reload builds a new network set off to the side and swaps it in
-// atomically, so an operation never sees half a reload; sets are swapped
-// in the order in which their reloads read the conf dir, so a slower
-// reload never overwrites a newer set. It re-parses only files whose size
-// or times changed, and runs a plugin's VERSION only when that binary's
-// path, size, times or inode changed: an answer and a failure (an error,
-// or no answer within 10s) are both remembered until then. The VERSION
-// calls of distinct binaries run concurrently, a few at a time, each
-// bounded by its own timeout and cancelled by no caller; only Shutdown
-// cuts them short, and a call it cut short is asked again, not
-// remembered as a failure. A reload waits for them for about a second; a
-// network whose plugins have not answered by then is reported as skipped
-// with [ErrVersionPending] (or keeps the config it had) until the reload
-// after the answer, so one hung plugin does not hold the others up.
 //
 // # Locking
 //
@@ -185,110 +117,18 @@
 // only while the conf dir is read and while a new set is swapped in, never
 // while a plugin runs.
 //
-// # Setup
+// # Where the rules are
 //
-// A setup validates the request, sets lo up, records the attachments and
-// runs ADD network by network, rolling back on failure: see [SetupError].
-//
-// # Admission
-//
-// Setups and teardowns run their plugins in arrival order, a bounded
-// number at once: see [Admission].
-//
-// # Repeated setups
-//
-// A setup never runs ADD again for an attachment its sandbox holds live:
-// see [AttachedError].
-//
-// # Plugin processes
-//
-// How plugins run, are killed and are bounded: see [PluginRun].
-//
-// # Teardown semantics
-//
-// Every attachment gets its DEL, in the reverse of the recorded ADD order,
-// even after earlier ones failed; what a teardown deletes, with which
-// config, and how it reports each attachment is on [TeardownError].
-//
-// # Attachment order records
-//
-// Before the first ADD, setup writes the pod's attachments (network,
-// ifname, netns, and the digest of the exact config each is added with,
-// saved next to the record, one copy per distinct config) to a record
-// outside libcni's results directory (see package cache). Both are
-// written durably (fsync of the file, then of the directory) before any
-// plugin receives an ADD config. The first plugin's process starts
-// meanwhile, since starting it takes longer, and waits for its config on
-// stdin; when the record cannot be written, it is killed without having
-// read it and the setup fails with nothing attached (an executor set with
-// [WithExec] is called only once the record is written). Whichever step
-// failed, at whatever free space, the setup takes back the links and
-// copies it made and the record it replaced, keeping what other records
-// use; only the layout's directories stay. The error names the step and
-// unwraps to the cause (syscall.ENOSPC). Teardown and GC need no free
-// space. The shared copies of the configs saved last are kept when no
-// record links them, for the next pod of the same config to link.
-//
-// An attachment leaves the record only once its DEL succeeded or its plugin
-// said it is gone: after a teardown, a rollback or a GC that could not
-// delete it, it is still recorded, whether or not its cache entry survived,
-// with its retry state. The record goes when it is empty; GC removes saved
-// configs that no record uses once they are 10 minutes old.
-//
-// Every path (setup, teardown, rollback, healing, status, forget, GC and
-// [Manager.PendingTeardowns]) reads a sandbox's cache entries, record and
-// saved configs through one merge, its inventory, so they agree on its
-// attachments and on which entries libcni may read (see [ConfigError]).
-// One writer writes and lists the records.
-//
-// # Attachment types
-//
-// One attachment is seen through several types: see [NetAttachment].
-//
-// # Healing
-//
-// A DEL that failed is retried in the background until it succeeds: see
-// [HealPolicy].
-//
-// # Untrusted files
-//
-// Config files, cache entries and order records are not trusted: see
-// [ConfigError].
-//
-// # Bad input
-//
-// Requests are validated before anything runs: see
-// [InvalidArgumentError].
-//
-// # Results
-//
-// Results of every spec version are accepted and returned as the plugins
-// produced them: see [NetResult].
-//
-// # Status and GC
-//
-// What a pod's status and the node's status run is on [NetworkStatus];
-// what GC deletes, what it keeps for valid pods and for setups in flight,
-// and how it runs beside pod operations, on [Manager.GCOutcomes].
-//
-// # Cache layout
-//
-// What the manager keeps in the cache dir, beside libcni's entries, and
-// how a crash leaves it, is on [WithCacheDir].
-//
-// # Observability
-//
-// The manager makes OpenTelemetry spans, one per public operation and one
-// per plugin run under it (see [WithTracerProvider]), and records metrics
-// whose cardinality the networks and plugin types bound (see
-// [WithMeterProvider]). It uses only the OpenTelemetry API; the runtime
-// wires its SDK and exporters. With neither configured it costs what the
-// API's no-op does.
-//
-// [WithPluginHook] registers a [PluginHook] called after every plugin run
-// with the verb, network, plugin, container, ifname, duration, error and
-// output, for what the instruments above do not cover. [WithPluginEnv]
-// adds environment variables to every plugin run, such as GOMAXPROCS=2
-// on hosts with many cores, where Go plugins otherwise spend most of
-// their start-up in the Go runtime.
+// Each rule is on the symbol it governs:
+//   - the conf dir, reloads and the default network: [WithConfDir];
+//     shutting down: [Manager.Shutdown]
+//   - setup and its rollback: [SetupError]; repeated setups: [AttachedError]
+//   - turns to run plugins: [Admission]; plugin processes: [PluginRun]
+//   - teardown: [TeardownError]; background retries: [HealPolicy]
+//   - the order records: [SandboxInventory]; one attachment's types:
+//     [NetAttachment]; the cache dir: [WithCacheDir]
+//   - untrusted files: [ConfigError]; bad input: [InvalidArgumentError]
+//   - results: [NetResult]; status: [NetworkStatus]; GC: [Manager.GCOutcomes]
+//   - traces and metrics: [WithTracerProvider], [WithMeterProvider],
+//     [WithPluginHook]
 package ocicni

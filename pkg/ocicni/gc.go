@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -232,3 +233,76 @@ func (c *collector) gcVerb(ctx context.Context, list *libcni.NetworkConfigList, 
 
 // joinPath joins bin dirs into a CNI_PATH value.
 func joinPath(dirs []string) string { return strings.Join(dirs, string(os.PathListSeparator)) }
+
+// defaultGCWorkers is how many stale sandboxes [Manager.GC] deletes in
+// parallel unless [WithGCWorkers] says otherwise: one per CPU the process
+// may use, at least 2 and at most 8. A stale DEL is mostly plugin start-up
+// (three Go binaries for bridge, host-local and portmap), so it is bound by
+// CPU: more workers shorten GC until the CPUs are busy (see BENCHMARKS.md,
+// "Figures behind design choices"). DELs of one network also queue on
+// IPAM locks such as host-local's, so more workers than CPUs buy little.
+// The default favours a GC that ends within a runtime's deadline (CRI-O
+// gives it 30 s).
+func defaultGCWorkers() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
+
+// WithGCWorkers sets how many stale sandboxes [Manager.GC] deletes in
+// parallel, n >= 1. The DELs of one sandbox always run one after the
+// other, as the spec requires. The default is one per CPU that the
+// process may use (GOMAXPROCS), at least 2 and at most 8. While pods are
+// being set up, GC deletes one sandbox at a time whatever n is (see
+// [Manager.GCOutcomes]).
+func WithGCWorkers(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: GC workers %d, want at least 1", ErrInvalidArgument, n)
+		}
+		o.gcWorkers = n
+		return nil
+	}
+}
+
+// WithGCScopedToLoadedNetworks limits what [Manager.GC] deletes to the
+// attachments of the networks loaded when GC runs, as libcni's
+// GCNetworkList limits itself to one network's. Of a sandbox that no
+// valid pod owns, GC runs DEL only for the attachments of loaded
+// networks: its cache entries, its corrupt cache files whose names name a
+// loaded network, and the attachments only its order record names. Its
+// record keeps the other lines. Everything else is left as it is, and GC
+// reports none of it as a failure: the cache entries, corrupt files and
+// record lines of other networks, the corrupt files that name no network,
+// an order record that cannot be read, and the saved-config links of a
+// sandbox without a record (their network is not told without reading
+// them). GC still removes the saved configs that no record uses once they
+// are old (see [SandboxInventory]). The network
+// is told by name: a network of the same name that another runtime loads
+// is in scope too.
+//
+// By default GC collects what this library owns (see
+// [Manager.GCOutcomes]): this option also leaves the attachments that the
+// order records name of networks removed since. The go-cni face (package
+// gocni) uses it: its GC collects only the networks it loaded. Of this
+// option and [WithGCAllNetworks], the last one given wins, so that a
+// caller's option overrides one a face gives first.
+func WithGCScopedToLoadedNetworks() Option {
+	return func(o *options) error {
+		o.gcScope = gcLoaded
+		return nil
+	}
+}
+
+// WithGCAllNetworks makes [Manager.GC] collect every stale attachment in
+// the cache dir, whichever runtime made it, as the default did before:
+// besides what this library owns (see [Manager.GCOutcomes]),
+// the cache entries of networks that are not loaded and that no order
+// record names, deleted with their cached config, and the corrupt cache
+// files that name no network, reported as failures. It suits a runtime
+// that alone uses its cache dir: on a cache dir that other runtimes share
+// (the default one, /var/lib/cni), GC deletes their sandboxes' attachments
+// too, with their addresses and IPAM reservations. Of this option and
+// [WithGCScopedToLoadedNetworks], the last one given wins.
+func WithGCAllNetworks() Option {
+	return func(o *options) error {
+		o.gcScope = gcAll
+		return nil
+	}
+}

@@ -115,9 +115,40 @@ func (st *sandboxStore) readInventories(set *networkSet) (invs []*inventory, uno
 // SandboxInventory is what the manager knows of one sandbox's attachments
 // from the cache dir: its libcni cache entries, readable or not, and its
 // attachment order record, merged by the rule that teardown and GC act on
-// (see "Attachment order records" in the package doc). It is read for the
-// call, without the sandbox's lock, so a pod operation running meanwhile
-// may change what it describes; the caller may keep it.
+// (below). It is read for the call, without the sandbox's lock, so a pod
+// operation running meanwhile may change what it describes; the caller
+// may keep it.
+//
+// The attachment order records:
+//
+// Before the first ADD, setup writes the pod's attachments (network,
+// ifname, netns, and the digest of the exact config each is added with,
+// saved next to the record, one copy per distinct config) to a record
+// outside libcni's results directory (see package cache). Both are
+// written durably (fsync of the file, then of the directory) before any
+// plugin receives an ADD config. The first plugin's process starts
+// meanwhile, since starting it takes longer, and waits for its config on
+// stdin; when the record cannot be written, it is killed without having
+// read it and the setup fails with nothing attached (an executor set with
+// [WithExec] is called only once the record is written). Whichever step
+// failed, at whatever free space, the setup takes back the links and
+// copies it made and the record it replaced, keeping what other records
+// use; only the layout's directories stay. The error names the step and
+// unwraps to the cause (syscall.ENOSPC). Teardown and GC need no free
+// space. The shared copies of the configs saved last are kept when no
+// record links them, for the next pod of the same config to link.
+//
+// An attachment leaves the record only once its DEL succeeded or its plugin
+// said it is gone: after a teardown, a rollback or a GC that could not
+// delete it, it is still recorded, whether or not its cache entry survived,
+// with its retry state. The record goes when it is empty; GC removes saved
+// configs that no record uses once they are 10 minutes old.
+//
+// Every path (setup, teardown, rollback, healing, status, forget, GC and
+// [Manager.PendingTeardowns]) reads a sandbox's cache entries, record and
+// saved configs through one merge, its inventory, so they agree on its
+// attachments and on which entries libcni may read (see [ConfigError]).
+// One writer writes and lists the records.
 type SandboxInventory struct {
 	ContainerID string
 	// Attachments are the attachments it names, each (network, ifname)

@@ -3,8 +3,6 @@ package ocicni
 import (
 	"fmt"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -121,6 +119,72 @@ func defaultOptions() options {
 
 // WithConfDir sets the directory that holds network configuration files
 // ([DefaultConfDir] by default).
+//
+// [New] reads the conf dir (".conflist", ".conf" and ".json" files, in file
+// name order; a ".conf" or ".json" file becomes a single-plugin list) and,
+// unless [WithoutWatcher] is given, watches it and the bin dirs with
+// fsnotify. Created, written, renamed-in and removed files take effect
+// without a restart, and so do changes of the files that symlinked configs
+// lead to (a Kubernetes-style ..data swap included) and plugin binaries
+// installed, replaced or made executable. The first event of a burst is
+// reloaded at once, and the events that follow in one more reload once
+// they pause for a few milliseconds, so that a change made of several
+// events (a write after a truncation, a rename after a write) is usable
+// within milliseconds too; events after that reload are gathered into
+// one more, a debounce window ([WithReloadDebounce], 100ms by default)
+// after the latest of them. A burst of writes thus costs two or three
+// reloads. A file staged in the conf dir under a name that is not read
+// (such as 10-a.conflist.tmp) counts only when it is renamed into place. A
+// conf dir that does not exist yet, or is deleted and recreated, is picked
+// up when it appears. A file that cannot be used (bad JSON, no name, no
+// plugins, a version its plugins do not support, a plugin binary missing
+// from every bin dir) is skipped and logged, and [Manager.Skipped] says
+// why; a request for its network fails with a [NetworkNotFoundError] that
+// carries the reason. A file that the first two reloads of a burst cannot
+// read or parse may be half-written: it is logged at Debug, and at Warn
+// only if the reload a window later still cannot use it. When two files
+// declare one network, the first in name order wins.
+//
+// A ".conflist" network that does not set loadOnlyInlinedPlugins also runs
+// the ".conf" plugin configs of its sub-folder <confdir>/<network name>/,
+// appended in file name order, as libcni 1.3 does. The sub-folder is
+// watched, and the list's bytes, which libcni caches at ADD, are rewritten
+// to hold every plugin, so that a DEL from the cache runs them all.
+//
+// The conf dir is not trusted. Only regular files, or symlinks to them, of
+// at most [MaxConfigFileSize] bytes are read, and a FIFO never blocks a
+// read: anything else is skipped with a [ConfigError] that wraps
+// [ErrInvalidConfig] and [ErrNotRegularFile] or [ErrFileTooLarge] (a
+// non-regular file in a network's sub-folder is skipped alone; its network
+// still loads). A network name must pass the checks of a requested
+// network's name and libcni's own (letters, digits, "_", "." and "-",
+// starting with a letter or digit, no "..", at most 100 bytes), and a
+// plugin type must be a plain file name (no slash, backslash or control
+// character, not "." or ".."), or the file is skipped as invalid.
+//
+// The default network is the one named with [WithDefaultNetwork];
+// otherwise it is the first valid file's network, and it follows the
+// directory. [Manager.Shutdown] stops the watcher and the healing loop
+// and waits for them, for the reloads that are running, for background
+// rollbacks and for a heal retry in flight; it kills the plugins of the
+// VERSION calls that are running rather than wait for them. It may be
+// called twice. As in cri-o/ocicni, every method keeps working
+// afterwards, as for a manager created [WithoutWatcher].
+//
+// A reload builds a new network set off to the side and swaps it in
+// atomically, so an operation never sees half a reload; sets are swapped
+// in the order in which their reloads read the conf dir, so a slower
+// reload never overwrites a newer set. It re-parses only files whose size
+// or times changed, and runs a plugin's VERSION only when that binary's
+// path, size, times or inode changed: an answer and a failure (an error,
+// or no answer within 10s) are both remembered until then. The VERSION
+// calls of distinct binaries run concurrently, a few at a time, each
+// bounded by its own timeout and cancelled by no caller; only Shutdown
+// cuts them short, and a call it cut short is asked again, not
+// remembered as a failure. A reload waits for them for about a second; a
+// network whose plugins have not answered by then is reported as skipped
+// with [ErrVersionPending] (or keeps the config it had) until the reload
+// after the answer, so one hung plugin does not hold the others up.
 func WithConfDir(dir string) Option {
 	return func(o *options) error {
 		if dir == "" {
@@ -229,7 +293,7 @@ func WithLogger(l *logrus.Entry) Option {
 // WithExec replaces the plugin executor, which lets callers fake plugins.
 // It is never called with a context that is already done. The default
 // executor kills a plugin's whole process group when the context ends (see
-// "Plugin processes" in the package doc); a replacement does what it does.
+// [PluginRun]); a replacement does what it does.
 func WithExec(e invoke.Exec) Option {
 	return func(o *options) error {
 		o.exec = e
@@ -315,33 +379,6 @@ func WithReloadDebounce(d time.Duration) Option {
 	}
 }
 
-// defaultGCWorkers is how many stale sandboxes [Manager.GC] deletes in
-// parallel unless [WithGCWorkers] says otherwise: one per CPU the process
-// may use, at least 2 and at most 8. A stale DEL is mostly plugin start-up
-// (three Go binaries for bridge, host-local and portmap), so it is bound by
-// CPU: more workers shorten GC until the CPUs are busy (see BENCHMARKS.md,
-// "Figures behind design choices"). DELs of one network also queue on
-// IPAM locks such as host-local's, so more workers than CPUs buy little.
-// The default favours a GC that ends within a runtime's deadline (CRI-O
-// gives it 30 s).
-func defaultGCWorkers() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
-
-// WithGCWorkers sets how many stale sandboxes [Manager.GC] deletes in
-// parallel, n >= 1. The DELs of one sandbox always run one after the
-// other, as the spec requires. The default is one per CPU that the
-// process may use (GOMAXPROCS), at least 2 and at most 8. While pods are
-// being set up, GC deletes one sandbox at a time whatever n is (see the
-// package doc, "Status and GC").
-func WithGCWorkers(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: GC workers %d, want at least 1", ErrInvalidArgument, n)
-		}
-		o.gcWorkers = n
-		return nil
-	}
-}
-
 // WithDELStopAtUnknownContainer restores libcni's behaviour for a list
 // whose DEL meets a plugin that answers code 3 (unknown container): the
 // list's DEL stops there, as the spec allows, so the plugins before it in
@@ -376,70 +413,6 @@ func WithDELStopAtUnknownContainer() Option {
 func WithArgsAsGiven() Option {
 	return func(o *options) error {
 		o.argsAsGiven = true
-		return nil
-	}
-}
-
-// WithGCScopedToLoadedNetworks limits what [Manager.GC] deletes to the
-// attachments of the networks loaded when GC runs, as libcni's
-// GCNetworkList limits itself to one network's. Of a sandbox that no
-// valid pod owns, GC runs DEL only for the attachments of loaded
-// networks: its cache entries, its corrupt cache files whose names name a
-// loaded network, and the attachments only its order record names. Its
-// record keeps the other lines. Everything else is left as it is, and GC
-// reports none of it as a failure: the cache entries, corrupt files and
-// record lines of other networks, the corrupt files that name no network,
-// an order record that cannot be read, and the saved-config links of a
-// sandbox without a record (their network is not told without reading
-// them). GC still removes the saved configs that no record uses once they
-// are old (see the package doc, "Attachment order records"). The network
-// is told by name: a network of the same name that another runtime loads
-// is in scope too.
-//
-// By default GC collects what this library owns (see the package doc,
-// "Status and GC"): this option also leaves the attachments that the
-// order records name of networks removed since. The go-cni face (package
-// gocni) uses it: its GC collects only the networks it loaded. Of this
-// option and [WithGCAllNetworks], the last one given wins, so that a
-// caller's option overrides one a face gives first.
-func WithGCScopedToLoadedNetworks() Option {
-	return func(o *options) error {
-		o.gcScope = gcLoaded
-		return nil
-	}
-}
-
-// WithGCAllNetworks makes [Manager.GC] collect every stale attachment in
-// the cache dir, whichever runtime made it, as the default did before:
-// besides what this library owns (see the package doc, "Status and GC"),
-// the cache entries of networks that are not loaded and that no order
-// record names, deleted with their cached config, and the corrupt cache
-// files that name no network, reported as failures. It suits a runtime
-// that alone uses its cache dir: on a cache dir that other runtimes share
-// (the default one, /var/lib/cni), GC deletes their sandboxes' attachments
-// too, with their addresses and IPAM reservations. Of this option and
-// [WithGCScopedToLoadedNetworks], the last one given wins.
-func WithGCAllNetworks() Option {
-	return func(o *options) error {
-		o.gcScope = gcAll
-		return nil
-	}
-}
-
-// WithPluginEnv adds "KEY=VALUE" pairs to the environment of every plugin
-// run, after the CNI variables. On hosts with many cores, Go plugins spend
-// most of their start-up in the Go runtime (containerd has seen seconds
-// per sandbox on large NUMA hosts); WithPluginEnv("GOMAXPROCS=2") bounds
-// that. Keys starting with CNI_ are refused: they belong to the spec.
-func WithPluginEnv(env ...string) Option {
-	return func(o *options) error {
-		for _, kv := range env {
-			k, _, ok := strings.Cut(kv, "=")
-			if !ok || k == "" || strings.HasPrefix(k, "CNI_") || strings.ContainsAny(kv, "\x00\n") {
-				return fmt.Errorf("%w: plugin environment %q must be KEY=VALUE, without CNI_ keys", ErrInvalidArgument, kv)
-			}
-		}
-		o.pluginEnv = append(o.pluginEnv, env...)
 		return nil
 	}
 }

@@ -126,8 +126,8 @@ func classify(err error) OutcomeClass {
 //     cache entry or the order record names is reported as [Orphaned], a
 //     failure, and stays recorded until a config returns; any other is
 //     [NoConfig], a warning.
-//   - The order record (see the package doc, "Attachment order records") is also the memory
-//     of attachments that never reached libcni's cache (an ADD that failed
+//   - The order record (see [SandboxInventory]) is also the memory of
+//     attachments that never reached libcni's cache (an ADD that failed
 //     after an earlier plugin of its list attached, or a crash during ADD),
 //     so they are deleted too, inside the netns recorded at ADD.
 //   - A corrupt cache entry, or one whose result libcni cannot decode, is
